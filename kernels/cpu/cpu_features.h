@@ -1,0 +1,40 @@
+// Runtime hardware probe. Instruction sets count only when both the CPU reports them (cpuid) and the OS
+// saves their registers (xgetbv; for AMX also the per-process tile permission from arch_prctl).
+#pragma once
+
+#include <string>
+
+namespace spark::kernels {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512dq = false;
+  bool avx512_vnni = false;
+  bool avx512_bf16 = false;
+  bool avx_vnni = false;
+  bool amx_tile = false;
+  bool amx_int8 = false;
+  bool amx_bf16 = false;
+  std::string brand;
+};
+
+// Probed once; later calls return the same object.
+const CpuFeatures& cpu_features();
+
+// Instruction-set tiers the kernels are compiled for, lowest first.
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
+
+const char* isa_name(Isa isa);
+bool cpu_supports(Isa isa);
+
+// The tier kernels run at: the best the CPU supports, or SPARK_FORCE_ISA (scalar|avx2|avx512|amx) when
+// set. Forcing a tier the CPU lacks throws spark::Error: silently running something else would make a
+// benchmark lie.
+Isa active_isa();
+
+}  // namespace spark::kernels

@@ -1,0 +1,217 @@
+// AVX2 + FMA body of gemm_float. Two shapes of work:
+//  - few rows (decode): each weight row is streamed once and dotted with every x row while it is in L1;
+//    this path is bound by memory bandwidth, so it reads the weight in its stored dtype.
+//  - many rows (prefill, batched decode): weight panels are widened to f32 and transposed into a
+//    thread-local buffer once per K block, then a 6x16 register-tiled micro-kernel runs over all rows.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "gemm_float/gemm_float_isa.h"
+
+namespace spark::kernels {
+
+namespace {
+
+constexpr int64_t kSmallM = 4;   // up to this many rows the dot-product path wins
+constexpr int64_t kMr = 6;       // micro-kernel rows
+constexpr int64_t kNr = 16;      // micro-kernel columns (two ymm)
+constexpr int64_t kPanels = 4;   // panels per task: x rows are reused across them from L1
+constexpr int64_t kNb = kNr * kPanels;
+constexpr int64_t kKc = 256;     // K block: one packed panel is kKc * 16 floats = 16 KiB
+
+template <FloatDType DT>
+inline __m256 load8(const void* base, int64_t i) {
+  if constexpr (DT == FloatDType::kF32) {
+    return _mm256_loadu_ps(static_cast<const float*>(base) + i);
+  } else if constexpr (DT == FloatDType::kBF16) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  } else {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + i));
+    return _mm256_cvtph_ps(h);
+  }
+}
+
+template <FloatDType DT>
+inline float load1(const void* base, int64_t i) {
+  if constexpr (DT == FloatDType::kF32) {
+    return static_cast<const float*>(base)[i];
+  } else if constexpr (DT == FloatDType::kBF16) {
+    uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  } else {
+    return _cvtsh_ss(static_cast<const uint16_t*>(base)[i]);
+  }
+}
+
+inline float hsum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v);
+  __m128 hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+// Dot products of up to kSmallM x rows with 4 weight rows at a time.
+template <FloatDType DT>
+void small_m_rows(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, int64_t n_begin,
+                  int64_t n_end) {
+  const int64_t k = w.k;
+  const int64_t elem = float_dtype_size(DT);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  int64_t n = n_begin;
+  for (; n + 4 <= n_end; n += 4) {
+    const void* w0 = base + (n + 0) * k * elem;
+    const void* w1 = base + (n + 1) * k * elem;
+    const void* w2 = base + (n + 2) * k * elem;
+    const void* w3 = base + (n + 3) * k * elem;
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x + i * k;
+      __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+      __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+      int64_t kk = 0;
+      for (; kk + 8 <= k; kk += 8) {
+        __m256 xv = _mm256_loadu_ps(xi + kk);
+        a0 = _mm256_fmadd_ps(xv, load8<DT>(w0, kk), a0);
+        a1 = _mm256_fmadd_ps(xv, load8<DT>(w1, kk), a1);
+        a2 = _mm256_fmadd_ps(xv, load8<DT>(w2, kk), a2);
+        a3 = _mm256_fmadd_ps(xv, load8<DT>(w3, kk), a3);
+      }
+      float s0 = hsum(a0), s1 = hsum(a1), s2 = hsum(a2), s3 = hsum(a3);
+      for (; kk < k; ++kk) {
+        s0 += xi[kk] * load1<DT>(w0, kk);
+        s1 += xi[kk] * load1<DT>(w1, kk);
+        s2 += xi[kk] * load1<DT>(w2, kk);
+        s3 += xi[kk] * load1<DT>(w3, kk);
+      }
+      float* yi = y + i * ldy + n;
+      yi[0] = s0;
+      yi[1] = s1;
+      yi[2] = s2;
+      yi[3] = s3;
+    }
+  }
+  for (; n < n_end; ++n) {
+    const void* wn = base + n * k * elem;
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x + i * k;
+      __m256 a0 = _mm256_setzero_ps();
+      int64_t kk = 0;
+      for (; kk + 8 <= k; kk += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xi + kk), load8<DT>(wn, kk), a0);
+      float s = hsum(a0);
+      for (; kk < k; ++kk) s += xi[kk] * load1<DT>(wn, kk);
+      y[i * ldy + n] = s;
+    }
+  }
+}
+
+// Packs rows [n0, n0 + 16) x columns [k0, k0 + kc) of w into panel[kk * 16 + r], zero-padding rows >= N.
+template <FloatDType DT>
+void pack_panel(const FloatWeight& w, int64_t n0, int64_t k0, int64_t kc, float* panel) {
+  const int64_t elem = float_dtype_size(DT);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = 0; r < kNr; ++r) {
+    const int64_t n = n0 + r;
+    if (n >= w.n) {
+      for (int64_t kk = 0; kk < kc; ++kk) panel[kk * kNr + r] = 0.0f;
+      continue;
+    }
+    const void* row = base + (n * w.k + k0) * elem;
+    int64_t kk = 0;
+    alignas(32) float tmp[8];
+    for (; kk + 8 <= kc; kk += 8) {
+      _mm256_store_ps(tmp, load8<DT>(row, kk));
+      for (int j = 0; j < 8; ++j) panel[(kk + j) * kNr + r] = tmp[j];
+    }
+    for (; kk < kc; ++kk) panel[kk * kNr + r] = load1<DT>(row, kk);
+  }
+}
+
+// c[0..MR) x [0..16) (+)= x[0..MR) x panel, over kc columns of x starting at x (row stride ldx).
+template <int MR>
+void micro_kernel(const float* x, int64_t ldx, const float* panel, int64_t kc, float* c, int64_t ldc,
+                  int64_t n_valid, bool accumulate) {
+  __m256 acc[MR][2];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    __m256 b0 = _mm256_load_ps(panel + kk * kNr);
+    __m256 b1 = _mm256_load_ps(panel + kk * kNr + 8);
+    for (int i = 0; i < MR; ++i) {
+      __m256 a = _mm256_broadcast_ss(x + i * ldx + kk);
+      acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* ci = c + i * ldc;
+    if (n_valid == kNr) {
+      if (accumulate) {
+        acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_loadu_ps(ci));
+        acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_loadu_ps(ci + 8));
+      }
+      _mm256_storeu_ps(ci, acc[i][0]);
+      _mm256_storeu_ps(ci + 8, acc[i][1]);
+    } else {
+      alignas(32) float tmp[kNr];
+      _mm256_store_ps(tmp, acc[i][0]);
+      _mm256_store_ps(tmp + 8, acc[i][1]);
+      for (int64_t j = 0; j < n_valid; ++j) ci[j] = accumulate ? ci[j] + tmp[j] : tmp[j];
+    }
+  }
+}
+
+using MicroKernel = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, bool);
+constexpr MicroKernel kMicroKernels[kMr + 1] = {nullptr,         micro_kernel<1>, micro_kernel<2>,
+                                                micro_kernel<3>, micro_kernel<4>, micro_kernel<5>,
+                                                micro_kernel<6>};
+
+template <FloatDType DT>
+void large_m(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
+  const int64_t n_tasks = (w.n + kNb - 1) / kNb;
+  pool.run(static_cast<size_t>(n_tasks), [&](size_t task) {
+    alignas(64) static thread_local float panels[kPanels * kKc * kNr];
+    const int64_t nb = static_cast<int64_t>(task) * kNb;
+    const int64_t n_panels = std::min<int64_t>(kPanels, (w.n - nb + kNr - 1) / kNr);
+    for (int64_t k0 = 0; k0 < w.k; k0 += kKc) {
+      const int64_t kc = std::min(kKc, w.k - k0);
+      for (int64_t p = 0; p < n_panels; ++p) pack_panel<DT>(w, nb + p * kNr, k0, kc, panels + p * kKc * kNr);
+      for (int64_t m0 = 0; m0 < m; m0 += kMr) {
+        const int64_t mr = std::min(kMr, m - m0);
+        for (int64_t p = 0; p < n_panels; ++p) {
+          const int64_t n0 = nb + p * kNr;
+          kMicroKernels[mr](x + m0 * w.k + k0, w.k, panels + p * kKc * kNr, kc, y + m0 * ldy + n0, ldy,
+                            std::min(kNr, w.n - n0), k0 > 0);
+        }
+      }
+    }
+  });
+}
+
+template <FloatDType DT>
+void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
+  if (m <= kSmallM) {
+    // Blocks of 64 rows: small enough to balance 2..64 threads on the smallest Spark GEMMs.
+    pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
+      small_m_rows<DT>(x, m, w, y, ldy, static_cast<int64_t>(begin), static_cast<int64_t>(end));
+    });
+  } else {
+    large_m<DT>(x, m, w, y, ldy, pool);
+  }
+}
+
+}  // namespace
+
+void gemm_float_avx2(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
+  switch (w.dtype) {
+    case FloatDType::kF32: gemm_typed<FloatDType::kF32>(x, m, w, y, ldy, pool); break;
+    case FloatDType::kBF16: gemm_typed<FloatDType::kBF16>(x, m, w, y, ldy, pool); break;
+    case FloatDType::kF16: gemm_typed<FloatDType::kF16>(x, m, w, y, ldy, pool); break;
+  }
+}
+
+}  // namespace spark::kernels

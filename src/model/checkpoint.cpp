@@ -1,0 +1,143 @@
+#include "model/checkpoint.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "spark/error.h"
+
+namespace spark {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::map<std::string, std::string> read_index(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path.string() + ": cannot read");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path.string() + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+    throw Error(path.string() + ": missing weight_map object");
+  }
+  std::map<std::string, std::string> map;
+  for (auto& [name, file] : j["weight_map"].items()) {
+    if (!file.is_string()) throw Error(path.string() + ": weight_map." + name + " is not a file name");
+    std::string f = file.get<std::string>();
+    if (f.find('/') != std::string::npos || f.find("..") != std::string::npos) {
+      throw Error(path.string() + ": weight_map." + name + " names a file outside the folder: " + f);
+    }
+    map[name] = f;
+  }
+  return map;
+}
+
+}  // namespace
+
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  std::vector<ExpectedTensor> out;
+  out.push_back({"model.embedding.weight", {c.vocab_size, h}});
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    out.push_back({p + "input_layernorm.weight", {h}});
+    out.push_back({p + "self_attn.q_k_v_proj.weight", {c.qkv_dim(), h}});
+    out.push_back({p + "self_attn.g_proj.weight", {c.num_heads, h}});
+    out.push_back({p + "self_attn.out_proj.weight", {h, c.q_dim()}});
+    out.push_back({p + "post_attention_layernorm.weight", {h}});
+    out.push_back({p + "mlp.gate_proj.weight", {inter, h}});
+    out.push_back({p + "mlp.up_proj.weight", {inter, h}});
+    out.push_back({p + "mlp.down_proj.weight", {h, inter}});
+  }
+  out.push_back({"model.norm.weight", {h}});
+  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, h}});
+  return out;
+}
+
+Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
+  if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": not a checkpoint folder");
+  config_ = load_model_config(dir / "config.json");
+
+  const auto index_path = dir / "model.safetensors.index.json";
+  const auto single_path = dir / "model.safetensors";
+  std::map<std::string, std::string> index;  // tensor -> file, for sharded checkpoints
+  if (std::filesystem::exists(index_path)) {
+    index = read_index(index_path);
+    std::set<std::string> shard_names;
+    for (auto& [_, f] : index) shard_names.insert(f);
+    for (const std::string& f : shard_names) {
+      if (!std::filesystem::exists(dir / f)) throw Error((dir / f).string() + ": shard listed in the index is missing");
+      files_.push_back(std::make_unique<SafetensorsFile>(dir / f));
+    }
+  } else if (std::filesystem::exists(single_path)) {
+    files_.push_back(std::make_unique<SafetensorsFile>(single_path));
+  } else {
+    throw Error(dir.string() + ": no model.safetensors or model.safetensors.index.json");
+  }
+
+  for (const auto& file : files_) {
+    const std::string fname = file->path().filename().string();
+    for (const auto& [name, info] : file->tensors()) {
+      if (!index.empty()) {
+        auto it = index.find(name);
+        if (it == index.end()) {
+          throw Error(file->path().string() + ": tensor " + name + " is not listed in model.safetensors.index.json");
+        }
+        if (it->second != fname) {
+          throw Error(file->path().string() + ": tensor " + name + " is indexed in " + it->second);
+        }
+      }
+      if (!tensors_.emplace(name, &info).second) {
+        throw Error(file->path().string() + ": tensor " + name + " appears in more than one shard");
+      }
+    }
+  }
+  for (const auto& [name, f] : index) {
+    if (!tensors_.count(name)) throw Error((dir / f).string() + ": tensor " + name + " listed in the index is missing");
+  }
+
+  std::set<std::string> expected_names;
+  for (const ExpectedTensor& e : expected_tensors(config_)) {
+    expected_names.insert(e.name);
+    auto it = tensors_.find(e.name);
+    if (it == tensors_.end()) {
+      std::string where = index.empty() ? single_path.string() : index_path.string();
+      throw Error(where + ": missing tensor " + e.name);
+    }
+    const TensorInfo& t = *it->second;
+    const std::string where = (dir / t.file).string() + ": tensor " + e.name;
+    if (t.shape != e.shape) throw Error(where + ": shape " + shape_str(t.shape) + ", expected " + shape_str(e.shape));
+    if (t.dtype != "BF16" && t.dtype != "F16" && t.dtype != "F32") {
+      throw Error(where + ": dtype " + t.dtype + " is not supported (expected BF16, F16 or F32)");
+    }
+  }
+  for (const auto& [name, t] : tensors_) {
+    if (!expected_names.count(name)) {
+      throw Error((dir / t->file).string() + ": unexpected tensor " + name + " (not part of a " + config_.model_type +
+                  " model with this config)");
+    }
+  }
+}
+
+const TensorInfo& Checkpoint::tensor(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw Error(dir_.string() + ": missing tensor " + name);
+  return *it->second;
+}
+
+uint64_t Checkpoint::total_bytes() const {
+  uint64_t n = 0;
+  for (auto& [_, t] : tensors_) n += t->nbytes;
+  return n;
+}
+
+}  // namespace spark

@@ -1,0 +1,42 @@
+// A Hugging Face checkpoint folder: config.json plus model.safetensors or a sharded set described by
+// model.safetensors.index.json. Opening it validates everything a forward pass will rely on: every
+// expected tensor present exactly once, with its shape and a float dtype, and nothing unexpected.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/safetensors.h"
+#include "spark/model_config.h"
+
+namespace spark {
+
+struct ExpectedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// The tensors a Spark checkpoint must contain for this config, in file order.
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config);
+
+class Checkpoint {
+ public:
+  explicit Checkpoint(const std::filesystem::path& dir);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  const ModelConfig& config() const { return config_; }
+  // Throws if the tensor is absent; open() already guaranteed every expected tensor is here.
+  const TensorInfo& tensor(const std::string& name) const;
+  uint64_t total_bytes() const;
+
+ private:
+  std::filesystem::path dir_;
+  ModelConfig config_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const TensorInfo*> tensors_;
+};
+
+}  // namespace spark

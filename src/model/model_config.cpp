@@ -1,0 +1,201 @@
+#include "spark/model_config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "spark/error.h"
+
+namespace spark {
+
+namespace {
+
+using nlohmann::json;
+
+class ConfigReader {
+ public:
+  ConfigReader(const json& j, std::string source) : j_(j), source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw Error(source_ + ": " + key + ": " + what);
+  }
+
+  const json* find(const std::string& key) const {
+    auto it = j_.find(key);
+    return it == j_.end() ? nullptr : &*it;
+  }
+
+  int64_t integer(const std::string& key, int64_t min_value) const {
+    const json* v = find(key);
+    if (v == nullptr) fail(key, "missing");
+    if (!v->is_number_integer()) fail(key, "must be an integer");
+    int64_t x = v->get<int64_t>();
+    if (x < min_value) fail(key, "must be >= " + std::to_string(min_value) + ", got " + std::to_string(x));
+    return x;
+  }
+
+  int64_t integer_or(const std::string& key, int64_t fallback) const {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) return fallback;
+    if (!v->is_number_integer()) fail(key, "must be an integer");
+    return v->get<int64_t>();
+  }
+
+  double number_or(const std::string& key, double fallback) const {
+    const json* v = find(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_number()) fail(key, "must be a number");
+    return v->get<double>();
+  }
+
+  bool boolean_or(const std::string& key, bool fallback) const {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) return fallback;
+    if (!v->is_boolean()) fail(key, "must be true or false");
+    return v->get<bool>();
+  }
+
+  std::string string_or(const std::string& key, const std::string& fallback) const {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) return fallback;
+    if (!v->is_string()) fail(key, "must be a string");
+    return v->get<std::string>();
+  }
+
+ private:
+  const json& j_;
+  std::string source_;
+};
+
+RopeParams parse_rope(const ConfigReader& r, const json& params, const std::string& key, int head_dim) {
+  if (!params.is_object()) r.fail(key, "must be an object");
+  for (const char* scaling_key : {"rope_type", "type"}) {
+    auto it = params.find(scaling_key);
+    if (it != params.end() && !(it->is_string() && it->get<std::string>() == "default")) {
+      r.fail(key, "rope scaling is not supported (" + std::string(scaling_key) + " = " + it->dump() + ")");
+    }
+  }
+  for (const char* scaling_key : {"factor", "original_max_position_embeddings"}) {
+    if (params.contains(scaling_key)) r.fail(key, "rope scaling is not supported (" + std::string(scaling_key) + ")");
+  }
+  auto theta = params.find("rope_theta");
+  if (theta == params.end() || !theta->is_number() || theta->get<double>() <= 0) {
+    r.fail(key, "rope_theta missing or not a positive number");
+  }
+  double factor = 1.0;
+  auto f = params.find("partial_rotary_factor");
+  if (f != params.end()) {
+    if (!f->is_number()) r.fail(key, "partial_rotary_factor must be a number");
+    factor = f->get<double>();
+  }
+  if (!(factor > 0.0 && factor <= 1.0)) r.fail(key, "partial_rotary_factor must be in (0, 1]");
+  double dims = factor * head_dim;
+  int rd = static_cast<int>(dims + 0.5);
+  if (std::abs(dims - rd) > 1e-6 || rd % 2 != 0 || rd == 0) {
+    r.fail(key, "partial_rotary_factor * head_dim = " + std::to_string(dims) + " is not a positive even integer");
+  }
+  return RopeParams{theta->get<double>(), rd};
+}
+
+}  // namespace
+
+int ModelConfig::num_sliding_layers() const {
+  int n = 0;
+  for (LayerType t : layer_types) n += t == LayerType::kSliding ? 1 : 0;
+  return n;
+}
+
+int ModelConfig::num_full_layers() const { return num_layers - num_sliding_layers(); }
+
+ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw Error(source + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw Error(source + ": top level must be a JSON object");
+  ConfigReader r(j, source);
+  ModelConfig c;
+
+  c.model_type = r.string_or("model_type", "");
+  if (c.model_type != "spark2_5" && c.model_type != "spark3") {
+    r.fail("model_type", "unsupported model type '" + c.model_type + "' (expected spark2_5 or spark3)");
+  }
+  c.hidden_size = static_cast<int>(r.integer("hidden_size", 1));
+  c.intermediate_size = static_cast<int>(r.integer("intermediate_size", 1));
+  c.num_layers = static_cast<int>(r.integer("num_hidden_layers", 1));
+  c.num_heads = static_cast<int>(r.integer("num_attention_heads", 1));
+  c.num_kv_heads = static_cast<int>(r.integer("num_key_value_heads", 1));
+  c.head_dim = static_cast<int>(r.integer("head_dim", 2));
+  c.vocab_size = static_cast<int>(r.integer("vocab_size", 16));
+  c.sliding_window = static_cast<int>(r.integer("sliding_window", 2));
+  c.max_position_embeddings = r.integer("max_position_embeddings", 1);
+  c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
+  if (!(c.rms_norm_eps > 0)) r.fail("rms_norm_eps", "must be positive");
+  if (c.num_heads % c.num_kv_heads != 0) {
+    r.fail("num_attention_heads", "must be a multiple of num_key_value_heads");
+  }
+  if (c.head_dim % 2 != 0) r.fail("head_dim", "must be even");
+
+  if (r.boolean_or("attention_bias", false)) r.fail("attention_bias", "true is not supported");
+  if (r.boolean_or("mlp_bias", false)) r.fail("mlp_bias", "true is not supported");
+  if (const json* scaling = r.find("rope_scaling"); scaling != nullptr && !scaling->is_null()) {
+    r.fail("rope_scaling", "rope scaling is not supported");
+  }
+  c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", true);
+
+  std::string act = r.string_or("hidden_act", "gelu");
+  if (act != "gelu") r.fail("hidden_act", "unsupported activation '" + act + "' (expected gelu, exact erf)");
+  if (!r.boolean_or("headwise_attn_output_gate", true)) {
+    r.fail("headwise_attn_output_gate", "false is not supported (the gate is part of this architecture)");
+  }
+  std::string gate = r.string_or("gate_attn_act_mode", "sigmoid");
+  if (gate == "sigmoid") {
+    c.gate_activation = GateActivation::kSigmoid;
+  } else if (gate == "silu") {
+    c.gate_activation = GateActivation::kSilu;
+  } else {
+    r.fail("gate_attn_act_mode", "unsupported gate mode '" + gate + "' (expected sigmoid or silu)");
+  }
+
+  const json* types = r.find("layer_types");
+  if (types == nullptr || !types->is_array()) r.fail("layer_types", "missing or not a list");
+  if (static_cast<int>(types->size()) != c.num_layers) {
+    r.fail("layer_types", "has " + std::to_string(types->size()) + " entries for " + std::to_string(c.num_layers) +
+                              " layers");
+  }
+  for (const auto& t : *types) {
+    if (t == "sliding_attention") {
+      c.layer_types.push_back(LayerType::kSliding);
+    } else if (t == "full_attention") {
+      c.layer_types.push_back(LayerType::kFull);
+    } else {
+      r.fail("layer_types", "unknown layer type " + t.dump());
+    }
+  }
+
+  const json* rope = r.find("rope_parameters");
+  if (rope == nullptr || !rope->is_object()) r.fail("rope_parameters", "missing or not an object");
+  if (!rope->contains("full_attention") || !rope->contains("sliding_attention")) {
+    r.fail("rope_parameters", "needs both full_attention and sliding_attention entries");
+  }
+  c.rope_full = parse_rope(r, rope->at("full_attention"), "rope_parameters.full_attention", c.head_dim);
+  c.rope_sliding = parse_rope(r, rope->at("sliding_attention"), "rope_parameters.sliding_attention", c.head_dim);
+
+  c.bos_token_id = static_cast<int>(r.integer_or("bos_token_id", 0));
+  c.eos_token_id = static_cast<int>(r.integer_or("eos_token_id", 1));
+  c.pad_token_id = static_cast<int>(r.integer_or("pad_token_id", 2));
+  c.dtype = r.string_or("dtype", r.string_or("torch_dtype", "bfloat16"));
+  return c;
+}
+
+ModelConfig load_model_config(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path.string() + ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_model_config(ss.str(), path.string());
+}
+
+}  // namespace spark

@@ -1,0 +1,316 @@
+#include "model/spark_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "spark/error.h"
+
+namespace spark {
+
+namespace {
+
+using kernels::FloatDType;
+using kernels::FloatWeight;
+
+FloatDType float_dtype_of(const TensorInfo& t) {
+  if (t.dtype == "F32") return FloatDType::kF32;
+  if (t.dtype == "BF16") return FloatDType::kBF16;
+  if (t.dtype == "F16") return FloatDType::kF16;
+  throw Error(t.file + ": tensor " + t.name + ": dtype " + t.dtype + " is not a float dtype");
+}
+
+std::vector<float> vector_from(const TensorInfo& t) {
+  FloatWeight w = float_weight_from(t);
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  kernels::float_weight_to_f32(w, 0, t.numel(), v.data());
+  return v;
+}
+
+// Eight independent partial sums let the compiler vectorise without reassociating a single chain.
+inline float dot(const float* a, const float* b, int n) {
+  float acc[8] = {};
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+inline void axpy(float a, const float* x, float* y, int n) {
+  for (int i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void rms_norm_rows(const float* x, const float* w, float* y, int64_t rows, int64_t cols, double eps,
+                   ThreadPool& pool) {
+  pool.parallel_for(static_cast<size_t>(rows), 16, [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r) {
+      const float* xr = x + r * cols;
+      float* yr = y + r * cols;
+      double ss = 0.0;
+      for (int64_t i = 0; i < cols; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(cols) + eps));
+      for (int64_t i = 0; i < cols; ++i) yr[i] = xr[i] * inv * w[i];
+    }
+  });
+}
+
+}  // namespace
+
+FloatWeight float_weight_from(const TensorInfo& t) {
+  FloatWeight w;
+  w.dtype = float_dtype_of(t);
+  w.data = t.data;
+  w.n = t.shape.empty() ? 1 : t.shape[0];
+  w.k = t.shape.size() > 1 ? t.shape[1] : 1;
+  if (t.shape.size() == 1) {
+    w.n = 1;
+    w.k = t.shape[0];
+  }
+  return w;
+}
+
+SparkModel::SparkModel(std::shared_ptr<const Checkpoint> checkpoint, int64_t max_model_len)
+    : checkpoint_(std::move(checkpoint)),
+      config_(checkpoint_->config()),
+      max_model_len_(max_model_len),
+      rope_sliding_(config_.rope_sliding, max_model_len),
+      rope_full_(config_.rope_full, max_model_len) {
+  if (max_model_len <= 0) throw Error("max_model_len must be positive");
+  const Checkpoint& ck = *checkpoint_;
+  embedding_ = float_weight_from(ck.tensor("model.embedding.weight"));
+  lm_head_ = config_.tie_word_embeddings ? embedding_ : float_weight_from(ck.tensor("lm_head.weight"));
+  final_norm_ = vector_from(ck.tensor("model.norm.weight"));
+  int n_sliding = 0, n_full = 0;
+  for (int i = 0; i < config_.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    Layer l;
+    l.type = config_.layer_types[static_cast<size_t>(i)];
+    l.type_index = l.type == LayerType::kSliding ? n_sliding++ : n_full++;
+    l.attn_norm = vector_from(ck.tensor(p + "input_layernorm.weight"));
+    l.ffn_norm = vector_from(ck.tensor(p + "post_attention_layernorm.weight"));
+    l.qkv = float_weight_from(ck.tensor(p + "self_attn.q_k_v_proj.weight"));
+    l.gate = float_weight_from(ck.tensor(p + "self_attn.g_proj.weight"));
+    l.out = float_weight_from(ck.tensor(p + "self_attn.out_proj.weight"));
+    l.ffn_gate = float_weight_from(ck.tensor(p + "mlp.gate_proj.weight"));
+    l.ffn_up = float_weight_from(ck.tensor(p + "mlp.up_proj.weight"));
+    l.ffn_down = float_weight_from(ck.tensor(p + "mlp.down_proj.weight"));
+    layers_.push_back(std::move(l));
+  }
+}
+
+void SparkModel::store_kv(const Layer& layer, std::span<const SequenceChunk> chunks) {
+  const int q_dim = config_.q_dim(), kv_dim = config_.kv_dim(), qkv_dim = config_.qkv_dim();
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const SequenceChunk& ch = chunks[c];
+    const int64_t start = ch.kv->num_tokens();
+    int64_t first = 0;
+    if (layer.type == LayerType::kSliding) first = std::max<int64_t>(0, ch.num_tokens - ch.kv->ring_capacity());
+    for (int64_t i = first; i < ch.num_tokens; ++i) {
+      const float* row = qkv_.data() + (chunk_begin_[c] + i) * qkv_dim;
+      const int64_t pos = start + i;
+      float* k = layer.type == LayerType::kFull ? ch.kv->full_keys(layer.type_index, pos)
+                                                : ch.kv->ring_keys(layer.type_index, pos);
+      float* v = layer.type == LayerType::kFull ? ch.kv->full_values(layer.type_index, pos)
+                                                : ch.kv->ring_values(layer.type_index, pos);
+      std::copy(row + q_dim, row + q_dim + kv_dim, k);
+      std::copy(row + q_dim + kv_dim, row + q_dim + 2 * kv_dim, v);
+    }
+  }
+}
+
+void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> chunks, ThreadPool& pool) {
+  const int hd = config_.head_dim, n_heads = config_.num_heads;
+  const int group = config_.num_heads / config_.num_kv_heads;
+  const int q_dim = config_.q_dim(), kv_dim = config_.kv_dim(), qkv_dim = config_.qkv_dim();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const bool sliding = layer.type == LayerType::kSliding;
+  const int64_t window = config_.sliding_window;
+  constexpr int64_t kQueryBlock = 16;
+
+  struct Item {
+    int chunk, head;
+    int64_t row_begin, row_end;
+  };
+  std::vector<Item> items;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    for (int h = 0; h < n_heads; ++h) {
+      for (int64_t r = 0; r < chunks[c].num_tokens; r += kQueryBlock) {
+        items.push_back({static_cast<int>(c), h, r, std::min(chunks[c].num_tokens, r + kQueryBlock)});
+      }
+    }
+  }
+
+  pool.run(items.size(), [&](size_t idx) {
+    const Item& it = items[idx];
+    const SequenceChunk& ch = chunks[static_cast<size_t>(it.chunk)];
+    const int64_t start = ch.kv->num_tokens();
+    const int64_t row0 = chunk_begin_[static_cast<size_t>(it.chunk)];
+    const int kv_head = it.head / group;
+    const int64_t kv_off = static_cast<int64_t>(kv_head) * hd;
+    // Keys and values of positions inside this chunk come straight from this step's qkv rows; earlier
+    // ones from the cache (ring or blocks).
+    auto key = [&](int64_t kp) -> const float* {
+      if (kp >= start) return qkv_.data() + (row0 + kp - start) * qkv_dim + q_dim + kv_off;
+      return (sliding ? ch.kv->ring_keys(layer.type_index, kp) : ch.kv->full_keys(layer.type_index, kp)) + kv_off;
+    };
+    auto value = [&](int64_t kp) -> const float* {
+      if (kp >= start) return qkv_.data() + (row0 + kp - start) * qkv_dim + q_dim + kv_dim + kv_off;
+      return (sliding ? ch.kv->ring_values(layer.type_index, kp) : ch.kv->full_values(layer.type_index, kp)) +
+             kv_off;
+    };
+    thread_local std::vector<float> scores;
+    for (int64_t r = it.row_begin; r < it.row_end; ++r) {
+      const int64_t row = row0 + r;
+      const int64_t pos = start + r;
+      // The window counts the query itself: keys pos - (window - 1) .. pos.
+      const int64_t lo = sliding ? std::max<int64_t>(0, pos - window + 1) : 0;
+      const float* q = qkv_.data() + row * qkv_dim + static_cast<int64_t>(it.head) * hd;
+      scores.resize(static_cast<size_t>(pos - lo + 1));
+      float max_score = -std::numeric_limits<float>::infinity();
+      for (int64_t kp = lo; kp <= pos; ++kp) {
+        float s = dot(q, key(kp), hd) * scale;
+        scores[static_cast<size_t>(kp - lo)] = s;
+        max_score = std::max(max_score, s);
+      }
+      double sum = 0.0;
+      for (float& s : scores) {
+        s = std::exp(s - max_score);
+        sum += s;
+      }
+      float* out = attn_.data() + row * q_dim + static_cast<int64_t>(it.head) * hd;
+      std::fill(out, out + hd, 0.0f);
+      for (int64_t kp = lo; kp <= pos; ++kp) axpy(scores[static_cast<size_t>(kp - lo)], value(kp), out, hd);
+      // Normalisation and the head-wise output gate fold into one scale of this head's output.
+      const float g = gate_[static_cast<size_t>(row * n_heads + it.head)];
+      const float f = static_cast<float>(g / sum);
+      for (int d = 0; d < hd; ++d) out[d] *= f;
+    }
+  });
+}
+
+void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
+  const int q_dim = c.q_dim(), qkv_dim = c.qkv_dim(), n_heads = c.num_heads;
+
+  int64_t total = 0, logit_rows = 0;
+  chunk_begin_.clear();
+  token_pos_.clear();
+  for (const SequenceChunk& ch : chunks) {
+    if (ch.kv == nullptr || ch.num_tokens <= 0) throw Error("forward: empty chunk");
+    const int64_t start = ch.kv->num_tokens();
+    if (start + ch.num_tokens > max_model_len_) {
+      throw Error("sequence of " + std::to_string(start + ch.num_tokens) + " tokens exceeds max_model_len " +
+                  std::to_string(max_model_len_));
+    }
+    if (c.num_full_layers() > 0 && ch.kv->reserved_tokens() < start + ch.num_tokens) {
+      throw Error("forward: KV space not reserved for the chunk (SequenceKv::reserve)");
+    }
+    for (int64_t i = 0; i < ch.num_tokens; ++i) {
+      if (ch.tokens[i] < 0 || ch.tokens[i] >= c.vocab_size) {
+        throw Error("token id " + std::to_string(ch.tokens[i]) + " is outside the vocabulary (size " +
+                    std::to_string(c.vocab_size) + ")");
+      }
+      token_pos_.push_back(start + i);
+    }
+    chunk_begin_.push_back(total);
+    total += ch.num_tokens;
+    logit_rows += ch.all_logits ? ch.num_tokens : 1;
+  }
+  x_.resize(static_cast<size_t>(total * hidden));
+  h_.resize(x_.size());
+  qkv_.resize(static_cast<size_t>(total * qkv_dim));
+  gate_.resize(static_cast<size_t>(total * n_heads));
+  attn_.resize(static_cast<size_t>(total * q_dim));
+  proj_.resize(x_.size());
+  ffn_gate_.resize(static_cast<size_t>(total * inter));
+  ffn_up_.resize(ffn_gate_.size());
+
+  int64_t row = 0;
+  for (const SequenceChunk& ch : chunks) {
+    for (int64_t i = 0; i < ch.num_tokens; ++i, ++row) {
+      kernels::float_weight_to_f32(embedding_, static_cast<int64_t>(ch.tokens[i]) * hidden, hidden,
+                                   x_.data() + row * hidden);
+    }
+  }
+  tap("embed", -1, x_.data(), total, hidden);
+
+  for (int li = 0; li < c.num_layers; ++li) {
+    const Layer& layer = layers_[static_cast<size_t>(li)];
+    rms_norm_rows(x_.data(), layer.attn_norm.data(), h_.data(), total, hidden, c.rms_norm_eps, pool);
+    tap("attn_norm", li, h_.data(), total, hidden);
+
+    kernels::gemm_float(h_.data(), total, layer.qkv, qkv_.data(), qkv_dim, pool);
+    tap("qkv", li, qkv_.data(), total, qkv_dim);
+    kernels::gemm_float(h_.data(), total, layer.gate, gate_.data(), n_heads, pool);
+    for (float& g : gate_) {
+      const float s = 1.0f / (1.0f + std::exp(-g));
+      g = c.gate_activation == GateActivation::kSigmoid ? s : g * s;
+    }
+    tap("attn_gate", li, gate_.data(), total, n_heads);
+
+    const RopeTable& rope = layer.type == LayerType::kSliding ? rope_sliding_ : rope_full_;
+    pool.parallel_for(static_cast<size_t>(total), 16, [&](size_t begin, size_t end) {
+      for (size_t r = begin; r < end; ++r) {
+        float* q = qkv_.data() + static_cast<int64_t>(r) * qkv_dim;
+        rope.apply(q, n_heads, c.head_dim, token_pos_[r]);
+        rope.apply(q + q_dim, c.num_kv_heads, c.head_dim, token_pos_[r]);
+      }
+    });
+    tap("qkv_rope", li, qkv_.data(), total, qkv_dim);
+
+    // Full layers read every key from the blocks, so this chunk's keys go in first; sliding layers
+    // read this chunk's keys from qkv_ and must not overwrite ring entries still being attended to.
+    if (layer.type == LayerType::kFull) store_kv(layer, chunks);
+    attention(layer, chunks, pool);
+    if (layer.type == LayerType::kSliding) store_kv(layer, chunks);
+    tap("attn_out", li, attn_.data(), total, q_dim);
+
+    kernels::gemm_float(attn_.data(), total, layer.out, proj_.data(), hidden, pool);
+    tap("attn_proj", li, proj_.data(), total, hidden);
+    for (size_t i = 0; i < x_.size(); ++i) x_[i] += proj_[i];
+    tap("resid_attn", li, x_.data(), total, hidden);
+
+    rms_norm_rows(x_.data(), layer.ffn_norm.data(), h_.data(), total, hidden, c.rms_norm_eps, pool);
+    tap("ffn_norm", li, h_.data(), total, hidden);
+    kernels::gemm_float(h_.data(), total, layer.ffn_gate, ffn_gate_.data(), inter, pool);
+    kernels::gemm_float(h_.data(), total, layer.ffn_up, ffn_up_.data(), inter, pool);
+    tap("ffn_gate", li, ffn_gate_.data(), total, inter);
+    tap("ffn_up", li, ffn_up_.data(), total, inter);
+    pool.parallel_for(ffn_gate_.size(), 4096, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const float g = ffn_gate_[i];
+        // Exact erf GELU, as the reference model uses (not the tanh approximation).
+        ffn_gate_[i] = 0.5f * g * (1.0f + std::erf(g * 0.70710678118654752f)) * ffn_up_[i];
+      }
+    });
+    tap("ffn_act", li, ffn_gate_.data(), total, inter);
+    kernels::gemm_float(ffn_gate_.data(), total, layer.ffn_down, proj_.data(), hidden, pool);
+    tap("ffn_out", li, proj_.data(), total, hidden);
+    for (size_t i = 0; i < x_.size(); ++i) x_[i] += proj_[i];
+    tap("resid", li, x_.data(), total, hidden);
+  }
+
+  // Only the rows that need logits go through the final norm and the (large) output head.
+  head_in_.resize(static_cast<size_t>(logit_rows * hidden));
+  int64_t out_row = 0;
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const SequenceChunk& ch = chunks[ci];
+    const int64_t first = ch.all_logits ? 0 : ch.num_tokens - 1;
+    for (int64_t i = first; i < ch.num_tokens; ++i, ++out_row) {
+      std::copy_n(x_.data() + (chunk_begin_[ci] + i) * hidden, hidden, head_in_.data() + out_row * hidden);
+    }
+  }
+  rms_norm_rows(head_in_.data(), final_norm_.data(), head_in_.data(), logit_rows, hidden, c.rms_norm_eps, pool);
+  tap("final_norm", -1, head_in_.data(), logit_rows, hidden);
+  logits.resize(static_cast<size_t>(logit_rows * c.vocab_size));
+  kernels::gemm_float(head_in_.data(), logit_rows, lm_head_, logits.data(), c.vocab_size, pool);
+  tap("logits", -1, logits.data(), logit_rows, c.vocab_size);
+
+  for (const SequenceChunk& ch : chunks) ch.kv->advance(ch.num_tokens);
+}
+
+}  // namespace spark

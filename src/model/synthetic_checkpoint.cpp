@@ -1,0 +1,195 @@
+#include "model/synthetic_checkpoint.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "model/checkpoint.h"
+#include "model/safetensors.h"
+#include "spark/error.h"
+#include "spark/model_config.h"
+#include "tokenizer/synthetic_tokenizer.h"
+#include "util/half.h"
+
+namespace spark {
+
+const std::map<std::string, std::string>& builtin_config_table();
+
+namespace {
+
+// splitmix64: tiny, portable and fully specified, so a seed means the same weights everywhere.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+  double normal() {
+    double u1 = uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw Error(path.string() + ": cannot write");
+  out << text;
+  if (!out) throw Error(path.string() + ": write failed");
+}
+
+// Scales chosen so that random weights behave like a trained model in the ways tests need: sublayers
+// change the residual stream by a comparable amount (so every layer matters), and the tied head gives
+// peaky logits (a wide gap between the top two tokens, so greedy comparisons are not decided by
+// rounding noise).
+struct InitRule {
+  double mean;
+  double std;
+};
+
+InitRule init_rule(const std::string& name, const std::vector<int64_t>& shape) {
+  const double fan_in = shape.size() > 1 ? static_cast<double>(shape[1]) : 1.0;
+  if (name == "model.embedding.weight" || name == "lm_head.weight") return {0.0, 1.0};
+  if (name == "model.norm.weight") return {1.0, 0.03};
+  if (name.find("layernorm") != std::string::npos) return {1.0, 0.1};
+  if (name.find("g_proj") != std::string::npos) return {0.0, 2.0 / std::sqrt(fan_in)};
+  // Sublayer outputs 4x a unit-variance projection: large enough that the residual stream is not
+  // dominated by the token's own embedding (which would make the tied head repeat the input token).
+  if (name.find("down_proj") != std::string::npos || name.find("out_proj") != std::string::npos) {
+    return {0.0, 4.0 / std::sqrt(fan_in)};
+  }
+  return {0.0, 1.0 / std::sqrt(fan_in)};
+}
+
+TensorToWrite make_tensor(const std::string& name, const std::vector<int64_t>& shape, const std::string& dtype,
+                          uint64_t seed) {
+  TensorToWrite t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = shape;
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const int elem = dtype == "F32" ? 4 : 2;
+  t.bytes.resize(static_cast<size_t>(n * elem));
+  Rng rng(seed ^ fnv1a(name));
+  const InitRule rule = init_rule(name, shape);
+  for (int64_t i = 0; i < n; ++i) {
+    // Values are rounded to bf16 first whatever the file dtype, so every dtype stores the same model.
+    const float v = bf16_to_f32(f32_to_bf16(static_cast<float>(rule.mean + rule.std * rng.normal())));
+    if (dtype == "F32") {
+      std::memcpy(t.bytes.data() + i * 4, &v, 4);
+    } else {
+      const uint16_t h = dtype == "BF16" ? f32_to_bf16(v) : f32_to_f16(v);
+      std::memcpy(t.bytes.data() + i * 2, &h, 2);
+    }
+  }
+  return t;
+}
+
+std::string shard_name(int i, int n) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", i + 1, n);
+  return buf;
+}
+
+}  // namespace
+
+void write_synthetic_checkpoint(const SyntheticCheckpointOptions& options, const std::filesystem::path& dir) {
+  const ModelConfig config = parse_model_config(options.config_json, "synthetic config");
+  if (options.dtype != "BF16" && options.dtype != "F16" && options.dtype != "F32") {
+    throw Error("synthetic checkpoint: dtype must be BF16, F16 or F32, not " + options.dtype);
+  }
+  if (options.shards < 1) throw Error("synthetic checkpoint: shards must be >= 1");
+  std::filesystem::create_directories(dir);
+
+  nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(options.config_json);
+  cfg["dtype"] = options.dtype == "BF16" ? "bfloat16" : options.dtype == "F16" ? "float16" : "float32";
+  write_text(dir / "config.json", cfg.dump(2) + "\n");
+
+  const auto expected = expected_tensors(config);
+  const int shards = std::min<int>(options.shards, static_cast<int>(expected.size()));
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  uint64_t total_size = 0;
+  // Tensors are generated and written one shard at a time so the generator's memory stays bounded by
+  // a shard, not the whole model.
+  for (int s = 0; s < shards; ++s) {
+    const size_t begin = expected.size() * static_cast<size_t>(s) / static_cast<size_t>(shards);
+    const size_t end = expected.size() * static_cast<size_t>(s + 1) / static_cast<size_t>(shards);
+    std::vector<TensorToWrite> tensors;
+    tensors.reserve(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      tensors.push_back(make_tensor(expected[i].name, expected[i].shape, options.dtype, options.seed));
+    }
+    std::vector<const TensorToWrite*> ptrs;
+    for (const auto& t : tensors) {
+      ptrs.push_back(&t);
+      total_size += t.bytes.size();
+    }
+    const std::string file = shards == 1 ? "model.safetensors" : shard_name(s, shards);
+    write_safetensors(dir / file, ptrs, {{"format", "pt"}});
+    for (const auto& t : tensors) weight_map[t.name] = file;
+  }
+  if (shards > 1) {
+    nlohmann::ordered_json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
+    write_text(dir / "model.safetensors.index.json", index.dump(2) + "\n");
+  }
+
+  write_text(dir / "tokenizer.json", synthetic_tokenizer_json(config.vocab_size, options.seed) + "\n");
+  write_text(dir / "tokenizer_config.json",
+             synthetic_tokenizer_config_json(config.vocab_size, config.max_position_embeddings) + "\n");
+  nlohmann::ordered_json gen = {{"bos_token_id", config.bos_token_id},
+                                {"eos_token_id", config.eos_token_id},
+                                {"pad_token_id", config.pad_token_id},
+                                {"do_sample", true},
+                                {"temperature", 1.0},
+                                {"top_p", 0.95}};
+  write_text(dir / "generation_config.json", gen.dump(2) + "\n");
+}
+
+std::vector<std::string> builtin_config_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, _] : builtin_config_table()) names.push_back(name);
+  return names;
+}
+
+std::string builtin_config(const std::string& name) {
+  const auto& table = builtin_config_table();
+  auto it = table.find(name);
+  if (it == table.end()) {
+    std::string known;
+    for (const auto& [n, _] : table) known += (known.empty() ? "" : ", ") + n;
+    throw Error("unknown built-in config '" + name + "' (known: " + known + ")");
+  }
+  return it->second;
+}
+
+std::filesystem::path ensure_demo_checkpoint(const std::filesystem::path& cache_dir) {
+  // The folder name carries a format version: a generator change that alters the files bumps it.
+  const auto dir = cache_dir / "demo-v1";
+  if (std::filesystem::exists(dir / "model.safetensors") && std::filesystem::exists(dir / "tokenizer.json")) return dir;
+  const auto tmp = cache_dir / ("demo-v1.tmp" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  write_synthetic_checkpoint({builtin_config("demo"), 20261130, "BF16", 1}, tmp);
+  std::filesystem::remove_all(dir);
+  std::filesystem::rename(tmp, dir);  // atomic: a concurrent start sees either nothing or a whole folder
+  return dir;
+}
+
+}  // namespace spark

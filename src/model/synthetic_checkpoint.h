@@ -1,0 +1,32 @@
+// Deterministic random-weight checkpoints in exactly the on-disk format of a real Spark-X2.5 folder
+// (config.json, bf16/f16/f32 safetensors, optionally sharded with an index, tokenizer.json,
+// tokenizer_config.json, generation_config.json). Used by tests, benchmarks and the demo model.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace spark {
+
+struct SyntheticCheckpointOptions {
+  std::string config_json;  // text of a config.json (see configs/)
+  uint64_t seed = 1;
+  std::string dtype = "BF16";  // BF16, F16 or F32
+  int shards = 1;              // > 1 writes model-0000i-of-0000N.safetensors + index
+};
+
+// Writes the folder (created if needed). Values depend only on the seed and the tensor's name and
+// shape, so the same seed gives the same weights whatever the sharding or dtype.
+void write_synthetic_checkpoint(const SyntheticCheckpointOptions& options, const std::filesystem::path& dir);
+
+// Names of the configs compiled into the binary (the files under configs/) and their text.
+std::vector<std::string> builtin_config_names();
+std::string builtin_config(const std::string& name);  // throws spark::Error for an unknown name
+
+// The demo model served when no --model is given: the "demo" config with a fixed seed, generated on
+// first use under `cache_dir` and reused afterwards. Returns the folder.
+std::filesystem::path ensure_demo_checkpoint(const std::filesystem::path& cache_dir);
+
+}  // namespace spark

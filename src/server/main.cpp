@@ -1,0 +1,31 @@
+// spark-server: the command-line entry point. Every failure a user can cause ends as one line on
+// stderr and a non-zero exit status, never a crash or a stack trace.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "server/generate_command.h"
+#include "spark/error.h"
+
+int main(int argc, char** argv) {
+  // Logs go to stderr: stdout carries command output (token ids, JSON) that scripts parse.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("spark"));
+  CLI::App app{"spark-server: CPU inference server for Spark-X2.5 models"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  spark::add_generate_command(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const spark::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return exit_code;
+}

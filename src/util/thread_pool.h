@@ -1,0 +1,52 @@
+// One pool of worker threads shared by every GEMM and attention call, so the process never runs more
+// compute threads than --threads. The calling thread takes part in the work, so a pool of size 1 has
+// no workers at all and runs everything inline.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace spark {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(task) for every task in [0, n_tasks). Tasks are handed out one at a time from a shared
+  // counter, so uneven tasks balance themselves. Not reentrant: fn must not call run() again.
+  void run(size_t n_tasks, const std::function<void(size_t task)>& fn);
+
+  // Splits [0, n) into about `grain`-sized ranges and calls fn(begin, end) for each.
+  void parallel_for(size_t n, size_t grain, const std::function<void(size_t begin, size_t end)>& fn);
+
+  // Physical cores of this machine (falls back to logical CPUs when the topology is not readable).
+  static int default_threads();
+
+ private:
+  void worker_loop();
+  void work_on_current_job();
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  const std::function<void(size_t)>* job_ = nullptr;
+  size_t job_tasks_ = 0;
+  std::atomic<size_t> next_task_{0};
+  std::atomic<uint64_t> generation_{0};
+  int busy_workers_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace spark

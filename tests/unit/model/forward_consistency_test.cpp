@@ -1,0 +1,136 @@
+// Internal consistency of the forward pass: however a sequence is cut into chunks, and whatever other
+// sequences share its step, it must produce the same logits. (Agreement with the independent numpy
+// reference is tests/golden/forward_vs_reference_test.py.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "model/spark_model.h"
+#include "model/synthetic_checkpoint.h"
+#include "spark/error.h"
+
+namespace spark {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class ForwardConsistency : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / ("spark-forward-test-" + std::to_string(::getpid())));
+    write_synthetic_checkpoint({builtin_config("tiny"), 11, "BF16", 1}, *dir_);
+    checkpoint_ = new std::shared_ptr<const Checkpoint>(std::make_shared<const Checkpoint>(*dir_));
+  }
+  static void TearDownTestSuite() {
+    delete checkpoint_;
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+  // Runs `tokens` through a fresh sequence in chunks of `chunk` and returns every position's logits.
+  std::vector<float> run(const std::vector<int32_t>& tokens, int64_t chunk, int64_t* ring_bytes = nullptr,
+                         int64_t* blocks = nullptr) {
+    SparkModel model(*checkpoint_, 1024);
+    const ModelConfig& cfg = model.config();
+    KvBlockPool pool(cfg.num_full_layers(), cfg.kv_dim(), 16, 0);
+    SequenceKv kv(cfg, pool);
+    std::vector<float> all, step;
+    for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(chunk)) {
+      int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(tokens.size() - i));
+      EXPECT_TRUE(kv.reserve(kv.num_tokens() + n));
+      SequenceChunk c{&kv, tokens.data() + i, n, true};
+      model.forward(std::span<const SequenceChunk>(&c, 1), step, pool_);
+      all.insert(all.end(), step.begin(), step.end());
+    }
+    if (ring_bytes) *ring_bytes = kv.ring_bytes();
+    if (blocks) *blocks = pool.blocks_in_use();
+    return all;
+  }
+
+  static std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int32_t> dist(14, 900);
+    std::vector<int32_t> t(n);
+    for (auto& v : t) v = dist(rng);
+    return t;
+  }
+
+  static void expect_close(const std::vector<float>& a, const std::vector<float>& b) {
+    ASSERT_EQ(a.size(), b.size());
+    float max_abs = 0, max_diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      max_abs = std::max(max_abs, std::fabs(b[i]));
+      max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+    }
+    EXPECT_LE(max_diff, 1e-5f * max_abs) << "max |diff| " << max_diff << " vs max |logit| " << max_abs;
+  }
+
+  static fs::path* dir_;
+  static std::shared_ptr<const Checkpoint>* checkpoint_;
+  ThreadPool pool_{2};
+};
+
+fs::path* ForwardConsistency::dir_ = nullptr;
+std::shared_ptr<const Checkpoint>* ForwardConsistency::checkpoint_ = nullptr;
+
+}  // namespace
+
+TEST_F(ForwardConsistency, ChunkingDoesNotChangeLogits) {
+  const auto tokens = random_tokens(150, 1);  // window is 32: crosses it several times
+  const auto whole = run(tokens, 150);
+  expect_close(run(tokens, 1), whole);
+  expect_close(run(tokens, 5), whole);
+  expect_close(run(tokens, 31), whole);
+  expect_close(run(tokens, 33), whole);
+}
+
+TEST_F(ForwardConsistency, BatchedStepEqualsSeparateSteps) {
+  SparkModel model(*checkpoint_, 1024);
+  const ModelConfig& cfg = model.config();
+  KvBlockPool pool(cfg.num_full_layers(), cfg.kv_dim(), 16, 0);
+  const auto a = random_tokens(70, 2), b = random_tokens(9, 3);
+  SequenceKv ka(cfg, pool), kb(cfg, pool);
+  ASSERT_TRUE(ka.reserve(70));
+  ASSERT_TRUE(kb.reserve(9));
+  SequenceChunk chunks[2] = {{&ka, a.data(), 70, true}, {&kb, b.data(), 9, false}};
+  std::vector<float> batched;
+  model.forward(std::span<const SequenceChunk>(chunks, 2), batched, pool_);
+  const size_t vocab = static_cast<size_t>(cfg.vocab_size);
+  ASSERT_EQ(batched.size(), (70 + 1) * vocab);
+  expect_close(std::vector<float>(batched.begin(), batched.begin() + 70 * vocab), run(a, 70));
+  const auto alone_b = run(b, 9);
+  expect_close(std::vector<float>(batched.begin() + 70 * vocab, batched.end()),
+               std::vector<float>(alone_b.end() - vocab, alone_b.end()));
+}
+
+TEST_F(ForwardConsistency, SlidingMemoryStaysAtTheRingAfterFiveWindows) {
+  const ModelConfig& cfg = (*checkpoint_)->config();
+  const int64_t n = 5 * cfg.sliding_window;
+  int64_t ring_bytes = 0, blocks = 0;
+  run(random_tokens(static_cast<size_t>(n), 4), 7, &ring_bytes, &blocks);
+  EXPECT_EQ(ring_bytes, static_cast<int64_t>(cfg.num_sliding_layers()) * (cfg.sliding_window - 1) * 2 * cfg.kv_dim() *
+                            static_cast<int64_t>(sizeof(float)));
+  EXPECT_EQ(blocks, (n + 15) / 16);  // only full layers grow with the sequence
+}
+
+TEST_F(ForwardConsistency, RejectsPositionsPastMaxModelLenAndBadTokenIds) {
+  SparkModel model(*checkpoint_, 8);
+  const ModelConfig& cfg = model.config();
+  KvBlockPool pool(cfg.num_full_layers(), cfg.kv_dim(), 16, 0);
+  SequenceKv kv(cfg, pool);
+  ASSERT_TRUE(kv.reserve(16));
+  std::vector<float> logits;
+  auto tokens = random_tokens(9, 5);
+  SequenceChunk too_long{&kv, tokens.data(), 9, false};
+  EXPECT_THROW(model.forward(std::span<const SequenceChunk>(&too_long, 1), logits, pool_), Error);
+  tokens[0] = cfg.vocab_size;
+  SequenceChunk bad_id{&kv, tokens.data(), 2, false};
+  EXPECT_THROW(model.forward(std::span<const SequenceChunk>(&bad_id, 1), logits, pool_), Error);
+  EXPECT_EQ(kv.num_tokens(), 0);  // a rejected step leaves the sequence untouched
+}
+
+}  // namespace spark
