@@ -206,7 +206,7 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
       throw Error("sequence of " + std::to_string(start + ch.num_tokens) + " tokens exceeds max_model_len " +
                   std::to_string(max_model_len_));
     }
-    if (c.num_full_layers() > 0 && ch.kv->reserved_tokens() < start + ch.num_tokens) {
+    if (ch.kv->reserved_tokens() < start + ch.num_tokens || (c.num_sliding_layers() > 0 && ch.kv->ring().empty())) {
       throw Error("forward: KV space not reserved for the chunk (SequenceKv::reserve)");
     }
     for (int64_t i = 0; i < ch.num_tokens; ++i) {

@@ -83,8 +83,8 @@ int run_generate(const GenerateOptions& o) {
                 " new tokens exceeds max_model_len " + std::to_string(max_len));
   }
 
-  KvBlockPool kv_pool(cfg.num_full_layers(), cfg.kv_dim(), 16, 0);
-  SequenceKv kv(cfg, kv_pool);
+  KvPagePool kv_pool(cfg, 16, 0);
+  SequenceKv kv(kv_pool);
   std::vector<float> all_logits;  // [rows, vocab]: every prompt position, then every decode step
   std::vector<float> step_logits;
   int step = 0;

@@ -36,8 +36,8 @@ class ForwardConsistency : public ::testing::Test {
                          int64_t* blocks = nullptr) {
     SparkModel model(*checkpoint_, 1024);
     const ModelConfig& cfg = model.config();
-    KvBlockPool pool(cfg.num_full_layers(), cfg.kv_dim(), 16, 0);
-    SequenceKv kv(cfg, pool);
+    KvPagePool pool(cfg, 16, 0);
+    SequenceKv kv(pool);
     std::vector<float> all, step;
     for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(chunk)) {
       int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(tokens.size() - i));
@@ -47,7 +47,7 @@ class ForwardConsistency : public ::testing::Test {
       all.insert(all.end(), step.begin(), step.end());
     }
     if (ring_bytes) *ring_bytes = kv.ring_bytes();
-    if (blocks) *blocks = pool.blocks_in_use();
+    if (blocks) *blocks = static_cast<int64_t>(kv.blocks().size());
     return all;
   }
 
@@ -91,9 +91,9 @@ TEST_F(ForwardConsistency, ChunkingDoesNotChangeLogits) {
 TEST_F(ForwardConsistency, BatchedStepEqualsSeparateSteps) {
   SparkModel model(*checkpoint_, 1024);
   const ModelConfig& cfg = model.config();
-  KvBlockPool pool(cfg.num_full_layers(), cfg.kv_dim(), 16, 0);
+  KvPagePool pool(cfg, 16, 0);
   const auto a = random_tokens(70, 2), b = random_tokens(9, 3);
-  SequenceKv ka(cfg, pool), kb(cfg, pool);
+  SequenceKv ka(pool), kb(pool);
   ASSERT_TRUE(ka.reserve(70));
   ASSERT_TRUE(kb.reserve(9));
   SequenceChunk chunks[2] = {{&ka, a.data(), 70, true}, {&kb, b.data(), 9, false}};
@@ -120,8 +120,8 @@ TEST_F(ForwardConsistency, SlidingMemoryStaysAtTheRingAfterFiveWindows) {
 TEST_F(ForwardConsistency, RejectsPositionsPastMaxModelLenAndBadTokenIds) {
   SparkModel model(*checkpoint_, 8);
   const ModelConfig& cfg = model.config();
-  KvBlockPool pool(cfg.num_full_layers(), cfg.kv_dim(), 16, 0);
-  SequenceKv kv(cfg, pool);
+  KvPagePool pool(cfg, 16, 0);
+  SequenceKv kv(pool);
   ASSERT_TRUE(kv.reserve(16));
   std::vector<float> logits;
   auto tokens = random_tokens(9, 5);
