@@ -75,7 +75,8 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     std::set<std::string> shard_names;
     for (auto& [_, f] : index) shard_names.insert(f);
     for (const std::string& f : shard_names) {
-      if (!std::filesystem::exists(dir / f)) throw Error((dir / f).string() + ": shard listed in the index is missing");
+      if (!std::filesystem::exists(dir / f))
+        throw Error((dir / f).string() + ": shard listed in the index is missing");
       files_.push_back(std::make_unique<SafetensorsFile>(dir / f));
     }
   } else if (std::filesystem::exists(single_path)) {
@@ -90,7 +91,8 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
       if (!index.empty()) {
         auto it = index.find(name);
         if (it == index.end()) {
-          throw Error(file->path().string() + ": tensor " + name + " is not listed in model.safetensors.index.json");
+          throw Error(file->path().string() + ": tensor " + name +
+                      " is not listed in model.safetensors.index.json");
         }
         if (it->second != fname) {
           throw Error(file->path().string() + ": tensor " + name + " is indexed in " + it->second);
@@ -102,7 +104,8 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     }
   }
   for (const auto& [name, f] : index) {
-    if (!tensors_.count(name)) throw Error((dir / f).string() + ": tensor " + name + " listed in the index is missing");
+    if (!tensors_.count(name))
+      throw Error((dir / f).string() + ": tensor " + name + " listed in the index is missing");
   }
 
   std::set<std::string> expected_names;
@@ -115,15 +118,16 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     }
     const TensorInfo& t = *it->second;
     const std::string where = (dir / t.file).string() + ": tensor " + e.name;
-    if (t.shape != e.shape) throw Error(where + ": shape " + shape_str(t.shape) + ", expected " + shape_str(e.shape));
+    if (t.shape != e.shape)
+      throw Error(where + ": shape " + shape_str(t.shape) + ", expected " + shape_str(e.shape));
     if (t.dtype != "BF16" && t.dtype != "F16" && t.dtype != "F32") {
       throw Error(where + ": dtype " + t.dtype + " is not supported (expected BF16, F16 or F32)");
     }
   }
   for (const auto& [name, t] : tensors_) {
     if (!expected_names.count(name)) {
-      throw Error((dir / t->file).string() + ": unexpected tensor " + name + " (not part of a " + config_.model_type +
-                  " model with this config)");
+      throw Error((dir / t->file).string() + ": unexpected tensor " + name + " (not part of a " +
+                  config_.model_type + " model with this config)");
     }
   }
 }

@@ -61,7 +61,9 @@ void KvPagePool::release(int page) {
 
 SequenceKv::SequenceKv(KvPagePool& pool) : pool_(pool) {}
 
-SequenceKv::~SequenceKv() { clear(); }
+SequenceKv::~SequenceKv() {
+  clear();
+}
 
 int64_t SequenceKv::pages_needed(int64_t total_tokens) const {
   const int64_t blocks = (total_tokens + pool_.block_size() - 1) / pool_.block_size();
@@ -121,7 +123,8 @@ bool SequenceKv::adopt_prefix(const std::vector<int>& blocks, const std::vector<
   const int bs = pool_.block_size();
   const size_t complete = static_cast<size_t>(num_tokens / bs);
   const bool partial = num_tokens % bs != 0;
-  if (blocks.size() < complete + (partial ? 1 : 0)) throw Error("adopt_prefix: cached blocks do not cover the prefix");
+  if (blocks.size() < complete + (partial ? 1 : 0))
+    throw Error("adopt_prefix: cached blocks do not cover the prefix");
   for (size_t i = 0; i < complete; ++i) {
     pool_.add_ref(blocks[i]);
     blocks_.push_back(blocks[i]);
@@ -163,7 +166,8 @@ std::vector<int> SequenceKv::snapshot_ring() {
 
 int64_t SequenceKv::ring_bytes() const {
   if (ring_.empty()) return 0;
-  return static_cast<int64_t>(pool_.num_sliding_layers()) * pool_.ring_capacity() * pool_.bytes_per_token_per_layer();
+  return static_cast<int64_t>(pool_.num_sliding_layers()) * pool_.ring_capacity() *
+         pool_.bytes_per_token_per_layer();
 }
 
 float* SequenceKv::full_entry(int full_layer, int64_t pos, int kv) {

@@ -62,7 +62,7 @@ class KvPagePool {
   int ring_pages_;
   int64_t max_pages_ = 0;
   int64_t in_use_ = 0;
-  std::unique_ptr<float[]> arena_;          // bounded pools: one allocation
+  std::unique_ptr<float[]> arena_;                // bounded pools: one allocation
   std::vector<std::unique_ptr<float[]>> chunks_;  // unbounded pools: one allocation per page
   std::vector<float*> pages_;
   std::vector<int> refs_;
@@ -93,7 +93,8 @@ class SequenceKv {
   // Adopts a cached prefix of num_tokens positions: shares its complete blocks, copies a trailing partial
   // block, and copies the ring snapshot taken at exactly that position. The sequence must be empty.
   // False (sequence left empty) if the pool cannot supply the pages.
-  bool adopt_prefix(const std::vector<int>& blocks, const std::vector<int>& ring_snapshot, int64_t num_tokens);
+  bool adopt_prefix(const std::vector<int>& blocks, const std::vector<int>& ring_snapshot,
+                    int64_t num_tokens);
   // Copies the current rings into fresh pages (a snapshot at num_tokens()); empty if the pool is full.
   std::vector<int> snapshot_ring();
 

@@ -107,7 +107,8 @@ void SparkModel::store_kv(const Layer& layer, std::span<const SequenceChunk> chu
     const SequenceChunk& ch = chunks[c];
     const int64_t start = ch.kv->num_tokens();
     int64_t first = 0;
-    if (layer.type == LayerType::kSliding) first = std::max<int64_t>(0, ch.num_tokens - ch.kv->ring_capacity());
+    if (layer.type == LayerType::kSliding)
+      first = std::max<int64_t>(0, ch.num_tokens - ch.kv->ring_capacity());
     for (int64_t i = first; i < ch.num_tokens; ++i) {
       const float* row = qkv_.data() + (chunk_begin_[c] + i) * qkv_dim;
       const int64_t pos = start + i;
@@ -154,7 +155,8 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
     // ones from the cache (ring or blocks).
     auto key = [&](int64_t kp) -> const float* {
       if (kp >= start) return qkv_.data() + (row0 + kp - start) * qkv_dim + q_dim + kv_off;
-      return (sliding ? ch.kv->ring_keys(layer.type_index, kp) : ch.kv->full_keys(layer.type_index, kp)) + kv_off;
+      return (sliding ? ch.kv->ring_keys(layer.type_index, kp) : ch.kv->full_keys(layer.type_index, kp)) +
+             kv_off;
     };
     auto value = [&](int64_t kp) -> const float* {
       if (kp >= start) return qkv_.data() + (row0 + kp - start) * qkv_dim + q_dim + kv_dim + kv_off;
@@ -191,7 +193,8 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
   });
 }
 
-void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits, ThreadPool& pool) {
+void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits,
+                         ThreadPool& pool) {
   const ModelConfig& c = config_;
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   const int q_dim = c.q_dim(), qkv_dim = c.qkv_dim(), n_heads = c.num_heads;
@@ -206,7 +209,8 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
       throw Error("sequence of " + std::to_string(start + ch.num_tokens) + " tokens exceeds max_model_len " +
                   std::to_string(max_model_len_));
     }
-    if (ch.kv->reserved_tokens() < start + ch.num_tokens || (c.num_sliding_layers() > 0 && ch.kv->ring().empty())) {
+    if (ch.kv->reserved_tokens() < start + ch.num_tokens ||
+        (c.num_sliding_layers() > 0 && ch.kv->ring().empty())) {
       throw Error("forward: KV space not reserved for the chunk (SequenceKv::reserve)");
     }
     for (int64_t i = 0; i < ch.num_tokens; ++i) {
@@ -218,7 +222,7 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
     }
     chunk_begin_.push_back(total);
     total += ch.num_tokens;
-    logit_rows += ch.all_logits ? ch.num_tokens : 1;
+    logit_rows += ch.logits == LogitsMode::kAll ? ch.num_tokens : ch.logits == LogitsMode::kLast ? 1 : 0;
   }
   x_.resize(static_cast<size_t>(total * hidden));
   h_.resize(x_.size());
@@ -299,14 +303,20 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
   int64_t out_row = 0;
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const SequenceChunk& ch = chunks[ci];
-    const int64_t first = ch.all_logits ? 0 : ch.num_tokens - 1;
+    if (ch.logits == LogitsMode::kNone) continue;
+    const int64_t first = ch.logits == LogitsMode::kAll ? 0 : ch.num_tokens - 1;
     for (int64_t i = first; i < ch.num_tokens; ++i, ++out_row) {
       std::copy_n(x_.data() + (chunk_begin_[ci] + i) * hidden, hidden, head_in_.data() + out_row * hidden);
     }
   }
-  rms_norm_rows(head_in_.data(), final_norm_.data(), head_in_.data(), logit_rows, hidden, c.rms_norm_eps, pool);
-  tap("final_norm", -1, head_in_.data(), logit_rows, hidden);
   logits.resize(static_cast<size_t>(logit_rows * c.vocab_size));
+  if (logit_rows == 0) {
+    for (const SequenceChunk& ch : chunks) ch.kv->advance(ch.num_tokens);
+    return;
+  }
+  rms_norm_rows(head_in_.data(), final_norm_.data(), head_in_.data(), logit_rows, hidden, c.rms_norm_eps,
+                pool);
+  tap("final_norm", -1, head_in_.data(), logit_rows, hidden);
   kernels::gemm_float(head_in_.data(), logit_rows, lm_head_, logits.data(), c.vocab_size, pool);
   tap("logits", -1, logits.data(), logit_rows, c.vocab_size);
 

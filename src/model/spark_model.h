@@ -18,11 +18,17 @@
 
 namespace spark {
 
+enum class LogitsMode {
+  kNone,  // a prefill chunk that does not reach the end of the known tokens: nothing to sample
+  kLast,  // the last position only (sampling)
+  kAll,   // every position (scoring, tests, the generate command's --logits-out)
+};
+
 struct SequenceChunk {
-  SequenceKv* kv = nullptr;      // the chunk's positions start at kv->num_tokens()
+  SequenceKv* kv = nullptr;  // the chunk's positions start at kv->num_tokens()
   const int32_t* tokens = nullptr;
   int64_t num_tokens = 0;
-  bool all_logits = false;       // logits for every position (else only for the last one)
+  LogitsMode logits = LogitsMode::kLast;
 };
 
 // Called with each named intermediate: name ("qkv", "attn_out", ...), layer (-1 outside layers), and a
@@ -38,9 +44,10 @@ class SparkModel {
   int64_t max_model_len() const { return max_model_len_; }
   const Checkpoint& checkpoint() const { return *checkpoint_; }
 
-  // Runs one step. `logits` receives, chunk by chunk, num_tokens rows (all_logits) or one row, each of
-  // vocab_size floats. Every chunk's KV must already hold room for its positions (SequenceKv::reserve);
-  // positions past max_model_len or token ids outside the vocabulary throw spark::Error.
+  // Runs one step. `logits` receives, chunk by chunk, num_tokens rows (kAll), one row (kLast) or none,
+  // each of vocab_size floats. Every chunk's KV must already hold room for its positions
+  // (SequenceKv::reserve); positions past max_model_len or token ids outside the vocabulary throw
+  // spark::Error.
   void forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits, ThreadPool& pool);
 
   void set_activation_tap(ActivationTap tap) { tap_ = std::move(tap); }
@@ -73,7 +80,7 @@ class SparkModel {
 
   // Step workspaces, reused across calls ([tokens, width] row-major).
   std::vector<float> x_, h_, qkv_, gate_, attn_, proj_, ffn_gate_, ffn_up_, head_in_;
-  std::vector<int64_t> token_pos_;  // absolute position of each step token
+  std::vector<int64_t> token_pos_;    // absolute position of each step token
   std::vector<int64_t> chunk_begin_;  // first step row of each chunk
 };
 

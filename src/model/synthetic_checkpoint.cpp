@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -78,8 +78,8 @@ InitRule init_rule(const std::string& name, const std::vector<int64_t>& shape) {
   return {0.0, 1.0 / std::sqrt(fan_in)};
 }
 
-TensorToWrite make_tensor(const std::string& name, const std::vector<int64_t>& shape, const std::string& dtype,
-                          uint64_t seed) {
+TensorToWrite make_tensor(const std::string& name, const std::vector<int64_t>& shape,
+                          const std::string& dtype, uint64_t seed) {
   TensorToWrite t;
   t.name = name;
   t.dtype = dtype;
@@ -183,7 +183,8 @@ std::string builtin_config(const std::string& name) {
 std::filesystem::path ensure_demo_checkpoint(const std::filesystem::path& cache_dir) {
   // The folder name carries a format version: a generator change that alters the files bumps it.
   const auto dir = cache_dir / "demo-v1";
-  if (std::filesystem::exists(dir / "model.safetensors") && std::filesystem::exists(dir / "tokenizer.json")) return dir;
+  if (std::filesystem::exists(dir / "model.safetensors") && std::filesystem::exists(dir / "tokenizer.json"))
+    return dir;
   const auto tmp = cache_dir / ("demo-v1.tmp" + std::to_string(::getpid()));
   std::filesystem::remove_all(tmp);
   write_synthetic_checkpoint({builtin_config("demo"), 20261130, "BF16", 1}, tmp);

@@ -44,8 +44,14 @@ ordered_json split_step(const std::string& regex) {
 std::vector<AddedTokenSpec> spark_added_tokens(int vocab_size) {
   if (vocab_size < 512) throw Error("synthetic tokenizer: vocab_size must be at least 512");
   std::vector<AddedTokenSpec> t = {
-      {0, "<\xEF\xBD\x9C" "start\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", true},
-      {1, "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", true},
+      {0,
+       "<\xEF\xBD\x9C"
+       "start\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+       true},
+      {1,
+       "<\xEF\xBD\x9C"
+       "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+       true},
       {2, "<\xEF\xBD\x9C\xE2\x96\x81pad\xE2\x96\x81\xEF\xBD\x9C>", true},
       {3, "<think>", false},
       {4, "</think>", false},
@@ -60,10 +66,9 @@ std::vector<AddedTokenSpec> spark_added_tokens(int vocab_size) {
       {13, "<|fim_suffix|>", true},
   };
   const int hi = vocab_size - 100;  // 130972 in the real vocabulary
-  const char* chat[] = {"<|System|>",    "<|User|>",         "<|Tool|>",   "<|Developer|>",
-                        "<|Bot|>",       "<tool_call>",      "<tool_response>", "</tool_response>",
-                        "<arg_key>",     "</arg_key>",       "<arg_value>", "</arg_value>",
-                        "</tool_call>"};
+  const char* chat[] = {"<|System|>",  "<|User|>",        "<|Tool|>",         "<|Developer|>", "<|Bot|>",
+                        "<tool_call>", "<tool_response>", "</tool_response>", "<arg_key>",     "</arg_key>",
+                        "<arg_value>", "</arg_value>",    "</tool_call>"};
   for (int i = 0; i < 13; ++i) t.push_back({hi + i, chat[i], i < 5});
   for (int id = vocab_size - 86; id < vocab_size; ++id) {
     t.push_back({id, "<|reserved_special_" + std::to_string(id - (vocab_size - 86)) + "|>", true});
@@ -99,7 +104,8 @@ std::string synthetic_tokenizer_json(int vocab_size, uint64_t seed) {
       {"pretokenizers",
        {split_step("\\p{N}{1,3}"),
         split_step("[\xE4\xB8\x80-\xE9\xBE\xA5\xE3\x81\x80-\xE3\x82\x9F\xE3\x82\xA0-\xE3\x83\xBF]+"),
-        split_step("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+        split_step("[!\"#$%&'()*+,\\-./"
+                   ":;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
                    "?[\\p{P}\\p{S}]+|[\\r\\n]|\\s+(?!\\S)|\\s+"),
         {{"type", "Digits"}, {"individual_digits", true}},
         {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
@@ -110,8 +116,10 @@ std::string synthetic_tokenizer_json(int vocab_size, uint64_t seed) {
       {"added_tokens", added_json},
       {"normalizer", nullptr},
       {"pre_tokenizer", pre},
-      {"post_processor", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}}},
-      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"post_processor",
+       {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}}},
+      {"decoder",
+       {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
       {"model",
        {{"type", "BPE"},
         {"dropout", nullptr},
@@ -130,7 +138,7 @@ std::string synthetic_tokenizer_config_json(int vocab_size, int64_t model_max_le
   const auto added = spark_added_tokens(vocab_size);
   ordered_json decoder = ordered_json::object();
   for (const auto& a : added) {
-    decoder[std::to_string(a.id)] = {{"content", a.content}, {"lstrip", false}, {"normalized", false},
+    decoder[std::to_string(a.id)] = {{"content", a.content}, {"lstrip", false},      {"normalized", false},
                                      {"rstrip", false},      {"single_word", false}, {"special", a.special}};
   }
   ordered_json cfg = {{"add_bos_token", false},

@@ -9,7 +9,9 @@ namespace spark {
 
 namespace {
 
-ModelConfig tiny_config() { return parse_model_config(builtin_config("tiny"), "tiny"); }
+ModelConfig tiny_config() {
+  return parse_model_config(builtin_config("tiny"), "tiny");
+}
 
 }  // namespace
 
