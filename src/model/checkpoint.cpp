@@ -132,6 +132,28 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
   }
 }
 
+Checkpoint::Checkpoint(ModelConfig config, std::vector<MemoryTensor> tensors)
+    : dir_("<memory>"), config_(std::move(config)), memory_(std::move(tensors)) {
+  for (const MemoryTensor& m : memory_) {
+    TensorInfo t;
+    t.name = m.name;
+    t.dtype = m.dtype;
+    t.shape = m.shape;
+    t.data = m.bytes.data();
+    t.nbytes = m.bytes.size();
+    t.file = "<memory>";
+    if (static_cast<uint64_t>(t.numel() * safetensors_dtype_size(t.dtype)) != t.nbytes) {
+      throw Error("in-memory tensor " + t.name + ": byte size does not match shape and dtype");
+    }
+    tensors_[m.name] = &memory_infos_.emplace(m.name, t).first->second;
+  }
+  for (const ExpectedTensor& e : expected_tensors(config_)) {
+    auto it = tensors_.find(e.name);
+    if (it == tensors_.end()) throw Error("in-memory checkpoint: missing tensor " + e.name);
+    if (it->second->shape != e.shape) throw Error("in-memory checkpoint: tensor " + e.name + " has the wrong shape");
+  }
+}
+
 const TensorInfo& Checkpoint::tensor(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) throw Error(dir_.string() + ": missing tensor " + name);

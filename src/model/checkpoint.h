@@ -25,8 +25,18 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config);
 class Checkpoint {
  public:
   explicit Checkpoint(const std::filesystem::path& dir);
+  // A checkpoint held in memory (random weights for benchmarks at real shapes, no files). Each tensor's
+  // bytes are owned by the checkpoint; the set must match expected_tensors(config).
+  struct MemoryTensor {
+    std::string name;
+    std::string dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+  };
+  Checkpoint(ModelConfig config, std::vector<MemoryTensor> tensors);
 
   const std::filesystem::path& dir() const { return dir_; }
+  bool in_memory() const { return !memory_.empty(); }
   const ModelConfig& config() const { return config_; }
   // Throws if the tensor is absent; open() already guaranteed every expected tensor is here.
   const TensorInfo& tensor(const std::string& name) const;
@@ -36,6 +46,8 @@ class Checkpoint {
   std::filesystem::path dir_;
   ModelConfig config_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::vector<MemoryTensor> memory_;
+  std::map<std::string, TensorInfo> memory_infos_;
   std::map<std::string, const TensorInfo*> tensors_;
 };
 
