@@ -116,7 +116,8 @@ int run(const BenchOptions& o) {
         text = builtin_config(o.random_weights);
       }
       checkpoint = make_random_checkpoint(text, o.seed, load_pool);
-      desc = std::filesystem::path(o.random_weights).stem().string() + " (random weights)";
+      const bool file = std::filesystem::exists(o.random_weights);
+      desc = (file ? std::filesystem::path(o.random_weights).filename().string() : o.random_weights) + " (random weights)";
     }
   }
   const int64_t max_len = std::max(o.n_prompt + o.n_gen, o.conc_prompt + o.conc_gen) + 16;

@@ -446,13 +446,23 @@ class Engine::Impl {
     size_t row = 0;
     std::vector<Sequence*> done;
     std::vector<FinishReason> reasons;
+    std::vector<std::string> errors;
     for (size_t i = 0; i < plan.size(); ++i) {
       Sequence& s = *plan[i].first;
       if (chunks[i].logits != LogitsMode::kLast) continue;
       std::span<float> logits(logits_.data() + row * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
       ++row;
       maybe_snapshot_prompt(s);
-      TokenEvent ev = s.sampler->sample(logits, s.processor.get());
+      TokenEvent ev;
+      try {
+        ev = s.sampler->sample(logits, s.processor.get());
+      } catch (const std::exception& e) {
+        // A request's own logits processor failing ends that request only.
+        done.push_back(&s);
+        reasons.push_back(FinishReason::kError);
+        errors.push_back(e.what());
+        continue;
+      }
       s.tokens.push_back(ev.token);
       ++s.generated;
       {
@@ -474,11 +484,12 @@ class Engine::Impl {
       if (reason != FinishReason::kNone) {
         done.push_back(&s);
         reasons.push_back(reason);
+        errors.emplace_back();
       }
     }
     for (size_t i = 0; i < done.size(); ++i) {
       auto it = std::find_if(running_.begin(), running_.end(), [&](auto& p) { return p.get() == done[i]; });
-      finish(**it, reasons[i]);
+      finish(**it, reasons[i], errors[i]);
       running_.erase(it);
     }
   }

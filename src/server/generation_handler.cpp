@@ -305,7 +305,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   const int eos = ctx.model->config().eos_token_id;
   submit_all(
       *g, r, prompt.ids,
-      [&] { return make_chat_logits_processor(r, prompt.thinking, *ctx.tokenizer, ctx.vocab_text, eos); },
+      [&] { return make_chat_logits_processor(r, prompt.thinking, *ctx.tokenizer, ctx.constraint_vocab, eos); },
       [&] {
         ChoiceConfig c;
         c.stop = r.stop;

@@ -11,10 +11,12 @@
 
 namespace spark {
 
+class ConstraintVocab;
+
 // Null when the request needs no processing. `thinking`: the prompt opened a <think> block.
 std::shared_ptr<LogitsProcessor> make_chat_logits_processor(const ChatRequest& req, bool thinking,
                                                             const Tokenizer& tokenizer,
-                                                            const std::vector<std::string>& vocab_text,
+                                                            const std::shared_ptr<const ConstraintVocab>& vocab,
                                                             int eos_token_id);
 
 }  // namespace spark

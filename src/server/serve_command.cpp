@@ -12,6 +12,7 @@
 #include "server/http_server.h"
 #include "server/model_source.h"
 #include "server/server_context.h"
+#include "server/tool_call_constraint.h"
 #include "spark/error.h"
 
 namespace spark {
@@ -56,10 +57,12 @@ int run_server(ServerOptions o) {
     ctx->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(dir));
     ctx->prompts = std::make_unique<PromptBuilder>(dir, o.chat_template, *ctx->tokenizer);
     const int vocab = ctx->model->config().vocab_size;
-    ctx->vocab_text.resize(static_cast<size_t>(vocab));
+    std::vector<std::string> texts(static_cast<size_t>(vocab));
     for (int32_t id = 0; id < vocab; ++id) {
-      if (ctx->tokenizer->contains(id)) ctx->vocab_text[static_cast<size_t>(id)] = std::string(ctx->tokenizer->token_bytes(id));
+      if (ctx->tokenizer->contains(id)) texts[static_cast<size_t>(id)] = std::string(ctx->tokenizer->token_bytes(id));
     }
+    ctx->constraint_vocab = std::make_shared<const ConstraintVocab>(std::move(texts),
+                                                                    std::vector<int32_t>{ctx->model->config().eos_token_id});
     ctx->engine = std::make_unique<Engine>(ctx->model, o.engine);
     ctx->served_model_name = o.served_model_name.empty() ? dir.filename().string() : o.served_model_name;
     ctx->kernel_isa = kernels::isa_name(kernels::active_isa());

@@ -13,6 +13,7 @@
 namespace spark {
 
 class SparkModel;
+class ConstraintVocab;
 
 struct ServerOptions {
   std::string model_dir;
@@ -36,7 +37,7 @@ struct ServerContext {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<PromptBuilder> prompts;
-  std::vector<std::string> vocab_text;  // each id's text, for constrained decoding
+  std::shared_ptr<const ConstraintVocab> constraint_vocab;  // token texts, for constrained decoding
   ServerMetrics metrics;
   std::atomic<bool> ready{false};
 };
