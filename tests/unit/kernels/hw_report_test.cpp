@@ -31,7 +31,9 @@ TEST(HardwareReport, CoversEveryClassAndFormatAtTheActiveTier) {
 TEST(HardwareReport, TiersAreNested) {
   bool higher = false;
   for (Isa isa : {Isa::kAmx, Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
-    if (higher) EXPECT_TRUE(cpu_supports(isa)) << isa_name(isa);
+    if (higher) {
+      EXPECT_TRUE(cpu_supports(isa)) << isa_name(isa);
+    }
     higher = higher || cpu_supports(isa);
   }
   EXPECT_TRUE(cpu_supports(Isa::kScalar));
