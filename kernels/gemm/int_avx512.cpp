@@ -23,6 +23,14 @@ inline __m512i broadcast4(const void* p) {
   return _mm512_set1_epi32(v);
 }
 
+// acc + Σ4 u8(a) · s8(b) per lane. GCC 12 compiles _mm512_dpbusd_epi32 on a loop-carried accumulator
+// with two register copies per instruction (it allocates the tied operand in zmm0-15 and the carried
+// value elsewhere), which halves the tile's throughput; the same instruction through asm does not.
+inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+
 inline __mmask16 lane_mask(int64_t valid) {
   if (valid <= 0) return 0;
   return valid >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << valid) - 1);
@@ -48,7 +56,7 @@ struct Int8Kernel {
       for (int b = 0; b < NB; ++b) wv[b] = _mm512_loadu_si512(wq + b * block_bytes + kq * 64);
       for (int i = 0; i < MR; ++i) {
         const __m512i xv = broadcast4(xq + i * c.a->k_pad + kq * 4);
-        for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_dpbusd_epi32(acc[i][b], xv, wv[b]);
+        for (int b = 0; b < NB; ++b) acc[i][b] = dpbusd(acc[i][b], xv, wv[b]);
       }
     }
     const auto* scales = static_cast<const float*>(w.scales);
@@ -102,8 +110,8 @@ struct W4A8Kernel {
           const int8_t* xp = xq + i * c.a->k_pad + g * kGroupSize + p * 8;
           const __m512i x0 = broadcast4(xp), x1 = broadcast4(xp + 4);
           for (int b = 0; b < NB; ++b) {
-            acc[i][b] = _mm512_dpbusd_epi32(acc[i][b], lo[b], x0);
-            acc[i][b] = _mm512_dpbusd_epi32(acc[i][b], hi[b], x1);
+            acc[i][b] = dpbusd(acc[i][b], lo[b], x0);
+            acc[i][b] = dpbusd(acc[i][b], hi[b], x1);
           }
         }
       }

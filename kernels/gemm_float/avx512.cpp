@@ -59,25 +59,26 @@ void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, i
   }
 }
 
-// panel[kk * 32 + r] = W[n0 + r, k0 + kk] widened to f32.
+// panel[kk * 32 + r] = W[n0 + r, k0 + kk] widened to f32: 16 x 16 tiles are loaded row by row and
+// transposed in registers, so the panel is written in whole vectors.
 template <FloatDType DT>
 struct FloatPacker {
   const FloatWeight& w;
   void operator()(int64_t n0, int64_t k0, int64_t kc, float* panel) const {
     const int64_t elem = float_dtype_size(DT);
     const auto* base = static_cast<const uint8_t*>(w.data);
-    for (int64_t r = 0; r < avx512::kPanelNr; ++r) {
-      const int64_t n = n0 + r;
-      if (n >= w.n) {
-        for (int64_t kk = 0; kk < kc; ++kk) panel[kk * avx512::kPanelNr + r] = 0.0f;
-        continue;
-      }
-      const void* row = base + (n * w.k + k0) * elem;
-      alignas(64) float tmp[16];
+    for (int64_t half = 0; half < 2; ++half) {
+      const int64_t r0 = n0 + half * 16;
+      const int64_t rows = std::clamp<int64_t>(w.n - r0, 0, 16);
       for (int64_t kk = 0; kk < kc; kk += 16) {
-        _mm512_store_ps(tmp, load16<DT>(row, kk, avx512::lanes_mask(kc - kk)));
+        const __mmask16 mask = avx512::lanes_mask(kc - kk);
+        __m512 t[16];
+        for (int64_t r = 0; r < 16; ++r) {
+          t[r] = r < rows ? load16<DT>(base + ((r0 + r) * w.k + k0) * elem, kk, mask) : _mm512_setzero_ps();
+        }
+        avx512::transpose16x16(t);
         const int64_t len = std::min<int64_t>(16, kc - kk);
-        for (int64_t j = 0; j < len; ++j) panel[(kk + j) * avx512::kPanelNr + r] = tmp[j];
+        for (int64_t j = 0; j < len; ++j) _mm512_store_ps(panel + (kk + j) * avx512::kPanelNr + half * 16, t[j]);
       }
     }
   }
