@@ -54,14 +54,16 @@ void* scratch(int slot, size_t bytes) {
 }
 
 QuantizedActivations quantize_activations(const float* x, int64_t m, int64_t k, int64_t k_pad, int64_t groups,
-                                          bool offset128, ThreadPool* pool) {
+                                          bool offset128, ThreadPool* pool, int64_t rows_multiple) {
   QuantizedActivations a;
+  const int64_t m_alloc = (m + rows_multiple - 1) / rows_multiple * rows_multiple;
   a.m = m;
   a.k_pad = k_pad;
   a.groups = groups;
-  const size_t q_bytes = static_cast<size_t>((m * k_pad + 63) / 64 * 64);
-  const size_t s_bytes = static_cast<size_t>((m * 4 + 63) / 64 * 64);
-  auto* base = static_cast<uint8_t*>(scratch(0, q_bytes + s_bytes + static_cast<size_t>(m * groups * 4)));
+  const size_t q_bytes = static_cast<size_t>((m_alloc * k_pad + 63) / 64 * 64);
+  const size_t s_bytes = static_cast<size_t>((m_alloc * 4 + 63) / 64 * 64);
+  auto* base =
+      static_cast<uint8_t*>(scratch(0, q_bytes + s_bytes + static_cast<size_t>(m_alloc * groups * 4)));
   a.q = reinterpret_cast<int8_t*>(base);
   a.scale = reinterpret_cast<float*>(base + q_bytes);
   a.group_sums = reinterpret_cast<int32_t*>(base + q_bytes + s_bytes);
@@ -76,6 +78,10 @@ QuantizedActivations quantize_activations(const float* x, int64_t m, int64_t k, 
   } else {
     rows(0, static_cast<size_t>(m));
   }
+  const size_t extra = static_cast<size_t>(m_alloc - m);
+  std::memset(a.q + m * k_pad, offset128 ? 0x80 : 0, extra * static_cast<size_t>(k_pad));
+  std::memset(a.scale + m, 0, extra * sizeof(float));
+  std::memset(a.group_sums + m * groups, 0, extra * static_cast<size_t>(groups) * sizeof(int32_t));
   return a;
 }
 

@@ -19,10 +19,11 @@ struct QuantizedActivations {
 };
 
 // Symmetric per row: scale = max|x| / 127, q = round-half-even(x · (127 / max|x|)) in [-127, 127]; a row
-// of zeros gets scale 0. offset128 stores q + 128 (the unsigned operand vpdpbusd wants). The result lives
-// in the calling thread's scratch slot 0 until its next call. pool may be null (single thread).
+// of zeros gets scale 0. offset128 stores q + 128 (the unsigned operand vpdpbusd wants). rows_multiple
+// rounds the rows up with zero rows (AMX tiles take 16 rows at a time). The result lives in the calling
+// thread's scratch slot 0 until its next call. pool may be null (single thread).
 QuantizedActivations quantize_activations(const float* x, int64_t m, int64_t k, int64_t k_pad, int64_t groups,
-                                          bool offset128, ThreadPool* pool);
+                                          bool offset128, ThreadPool* pool, int64_t rows_multiple = 1);
 
 // Per-thread scratch: `bytes` bytes, 64-byte aligned, contents undefined; valid until the same thread asks
 // for the same slot again. Slot 0 belongs to quantize_activations.

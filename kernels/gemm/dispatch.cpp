@@ -17,6 +17,8 @@ enum class Kernel {
   kW4A8Avx512,
   kW4A16Avx2,
   kW4A16Avx512,
+  kInt8Amx,
+  kW4A8Amx,
 };
 
 void float_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
@@ -30,18 +32,20 @@ void float_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y,
 }
 
 Kernel select_kernel(WeightFormat format, int64_t m, Isa isa, bool bf16_activations) {
-  (void)m;
   (void)bf16_activations;
   if (isa == Isa::kScalar) return Kernel::kScalar;
   const bool avx512 = isa >= Isa::kAvx512;
+  const bool amx_tiles = isa >= Isa::kAmx && m > kDecodeMaxM;
   switch (format) {
     case WeightFormat::kF32:
     case WeightFormat::kBF16:
     case WeightFormat::kF16:
       return avx512 ? Kernel::kFloatAvx512 : Kernel::kFloatAvx2;
     case WeightFormat::kInt8:
+      if (amx_tiles) return Kernel::kInt8Amx;
       return avx512 ? Kernel::kInt8Avx512 : Kernel::kInt8Avx2;
     case WeightFormat::kW4A8:
+      if (amx_tiles) return Kernel::kW4A8Amx;
       return avx512 ? Kernel::kW4A8Avx512 : Kernel::kW4A8Avx2;
     case WeightFormat::kW4A16:
       return avx512 ? Kernel::kW4A16Avx512 : Kernel::kW4A16Avx2;
@@ -69,6 +73,10 @@ GemmFn kernel_fn(Kernel k) {
       return gemm_w4a16_avx2;
     case Kernel::kW4A16Avx512:
       return gemm_w4a16_avx512;
+    case Kernel::kInt8Amx:
+      return gemm_int8_amx;
+    case Kernel::kW4A8Amx:
+      return gemm_w4a8_amx;
   }
   return gemm_scalar;
 }
@@ -108,6 +116,16 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
     case Kernel::kW4A8Avx512:
       return {"w4a8 avx512-vnni " + std::string(decode ? "gemv" : "tiles"),
               rows + "; nibbles unpacked in registers into vpdpbusd, zero point via activation group sums"};
+    case Kernel::kInt8Amx:
+      return {"int8 amx tiles",
+              rows +
+                  "; tdpbssd on 16x64 activation by 64x16 weight tiles (the packed lines are "
+                  "B-tile rows), 16x the multiply-adds of vpdpbusd per instruction"};
+    case Kernel::kW4A8Amx:
+      return {"w4a8 amx tiles",
+              rows +
+                  "; each task unpacks its weight blocks to bytes once, tdpbsud per group of "
+                  "128, zero point via activation group sums"};
     case Kernel::kW4A16Avx2:
     case Kernel::kW4A16Avx512: {
       const std::string isa_word = isa >= Isa::kAvx512 ? " avx512" : " avx2";
