@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "server/generate_command.h"
+#include "server/hw_command.h"
 #include "server/serve_command.h"
 #include "spark/error.h"
 
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   auto serve = spark::add_serve_options(app);
   spark::add_generate_command(app, exit_code);
+  spark::add_hw_command(app, exit_code);
   try {
     app.parse(argc, argv);
     // No subcommand: serve.

@@ -89,4 +89,9 @@ TEST(GemmFloat, Avx2MatchesReference) {
   check_against_reference(gemm_float_avx2, "avx2");
 }
 
+TEST(GemmFloat, Avx512MatchesReference) {
+  if (!cpu_supports(Isa::kAvx512)) GTEST_SKIP() << "skipped: CPU lacks " << isa_requirements(Isa::kAvx512);
+  check_against_reference(gemm_float_avx512, "avx512");
+}
+
 }  // namespace spark::kernels
