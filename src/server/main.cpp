@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "server/generate_command.h"
+#include "server/tokenize_command.h"
 #include "spark/error.h"
 
 int main(int argc, char** argv) {
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   spark::add_generate_command(app, exit_code);
+  spark::add_tokenize_commands(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
