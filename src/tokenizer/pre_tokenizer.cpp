@@ -227,12 +227,12 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json& config) {
     entries.push_back(&config);
   }
   for (size_t i = 0; i < entries.size(); ++i) {
-    const bool byte_level = type_of(*entries[i]) == "ByteLevel";
+    pt.steps_.push_back(make_step(*entries[i]));
     // After ByteLevel the text is in the byte alphabet; a later regex would see different characters.
+    const bool byte_level = type_of(*entries[i]) == "ByteLevel";
     if (byte_level != (i + 1 == entries.size())) {
       throw Error("pre_tokenizer: must end with exactly one ByteLevel step (byte-level BPE)");
     }
-    pt.steps_.push_back(make_step(*entries[i]));
   }
   return pt;
 }
