@@ -9,6 +9,7 @@
 #include "server/generate_command.h"
 #include "server/hw_command.h"
 #include "server/serve_command.h"
+#include "server/tokenize_command.h"
 #include "spark/error.h"
 
 int main(int argc, char** argv) {
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   auto serve = spark::add_serve_options(app);
   spark::add_generate_command(app, exit_code);
   spark::add_hw_command(app, exit_code);
+  spark::add_tokenize_commands(app, exit_code);
   try {
     app.parse(argc, argv);
     // No subcommand: serve.

@@ -1,8 +1,14 @@
 #include "tokenizer/synthetic_tokenizer.h"
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "spark/error.h"
+#include "tokenizer/bpe_trainer.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/pre_tokenizer.h"
 
 namespace spark {
 
@@ -10,33 +16,17 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 
-// GPT-2's byte-to-unicode map: printable bytes map to themselves, the rest to U+0100 onwards.
-std::vector<std::string> byte_level_alphabet() {
-  std::vector<int> code(256, -1);
-  for (int b = '!'; b <= '~'; ++b) code[b] = b;
-  for (int b = 0xA1; b <= 0xAC; ++b) code[b] = b;
-  for (int b = 0xAE; b <= 0xFF; ++b) code[b] = b;
-  int next = 256;
-  for (int b = 0; b < 256; ++b) {
-    if (code[b] < 0) code[b] = next++;
-  }
-  std::vector<std::string> out(256);
-  for (int b = 0; b < 256; ++b) {
-    int cp = code[b];
-    std::string s;
-    if (cp < 0x80) {
-      s.push_back(static_cast<char>(cp));
-    } else {
-      s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-    out[b] = s;
-  }
-  return out;
-}
-
-ordered_json split_step(const std::string& regex) {
-  return {{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}};
+// Pre-tokenized pieces of the corpus with their counts: what BPE training sees.
+std::vector<std::pair<std::string, int64_t>> corpus_word_counts(const PreTokenizer& pre) {
+  std::unordered_map<std::string_view, int64_t> counts;
+  std::vector<std::string_view> pieces;
+  PieceArena arena;
+  pre.split(synthetic_tokenizer_corpus(), pieces, arena);
+  for (std::string_view p : pieces) ++counts[p];
+  std::vector<std::pair<std::string, int64_t>> words;
+  words.reserve(counts.size());
+  for (const auto& [w, c] : counts) words.emplace_back(std::string(w), c);
+  return words;
 }
 
 }  // namespace
@@ -77,18 +67,49 @@ std::vector<AddedTokenSpec> spark_added_tokens(int vocab_size) {
 }
 
 std::string synthetic_tokenizer_json(int vocab_size, uint64_t seed) {
-  (void)seed;
+  (void)seed;  // see the header: the tokenizer is a function of vocab_size only
   const auto added = spark_added_tokens(vocab_size);
-  ordered_json vocab = ordered_json::object();
+  const std::string pre_text = spark_pre_tokenizer_json();
+  const nlohmann::json pre_config = nlohmann::json::parse(pre_text);
+  const PreTokenizer pre = PreTokenizer::from_json(pre_config);
+
+  // Every id gets exactly one vocabulary entry: added tokens and bytes where they belong, learned
+  // tokens in the free ids in order.
+  std::vector<std::string> vocab(static_cast<size_t>(vocab_size));
+  std::vector<bool> taken(static_cast<size_t>(vocab_size), false);
+  std::unordered_set<std::string> forbidden;  // merges must not spell an added token's vocabulary key
   for (const auto& a : added) {
-    if (a.id < 14) vocab[a.content] = a.id;
+    vocab[a.id] = a.content;
+    taken[a.id] = true;
+    std::string bytes;
+    if (byte_level::decode(a.content, bytes)) forbidden.insert(bytes);
   }
-  const auto alphabet = byte_level_alphabet();
-  for (int b = 0; b < 256; ++b) vocab[alphabet[b]] = 14 + b;
-  for (const auto& a : added) {
-    if (a.id >= 14) vocab[a.content] = a.id;
+  for (int b = 0; b < 256; ++b) {
+    const int id = kSyntheticByteTokenBase + b;
+    if (taken[id]) throw Error("synthetic tokenizer: byte token id " + std::to_string(id) + " is taken");
+    vocab[id] = byte_level::encode(std::string(1, static_cast<char>(b)));
+    taken[id] = true;
+  }
+  std::vector<int> free_ids;
+  for (int id = 0; id < vocab_size; ++id) {
+    if (!taken[id]) free_ids.push_back(id);
   }
 
+  const auto merges = train_bpe(corpus_word_counts(pre), free_ids.size(), forbidden);
+  std::unordered_set<std::string> known;
+  for (int b = 0; b < 256; ++b) known.insert(std::string(1, static_cast<char>(b)));
+  size_t next_free = 0;
+  ordered_json merges_json = ordered_json::array();
+  for (const auto& m : merges) {
+    const std::string merged = m.left + m.right;
+    if (known.insert(merged).second) vocab[free_ids[next_free++]] = byte_level::encode(merged);
+    // Byte-level text never contains a plain space (it is Ġ), so "left right" is unambiguous.
+    merges_json.push_back(byte_level::encode(m.left) + " " + byte_level::encode(m.right));
+  }
+  if (next_free != free_ids.size()) throw Error("synthetic tokenizer: the trainer left ids unfilled");
+
+  ordered_json vocab_json = ordered_json::object();
+  for (int id = 0; id < vocab_size; ++id) vocab_json[vocab[id]] = id;
   ordered_json added_json = ordered_json::array();
   for (const auto& a : added) {
     added_json.push_back({{"id", a.id},
@@ -99,23 +120,13 @@ std::string synthetic_tokenizer_json(int vocab_size, uint64_t seed) {
                           {"normalized", false},
                           {"special", a.special}});
   }
-  ordered_json pre = {
-      {"type", "Sequence"},
-      {"pretokenizers",
-       {split_step("\\p{N}{1,3}"),
-        split_step("[\xE4\xB8\x80-\xE9\xBE\xA5\xE3\x81\x80-\xE3\x82\x9F\xE3\x82\xA0-\xE3\x83\xBF]+"),
-        split_step("[!\"#$%&'()*+,\\-./"
-                   ":;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
-                   "?[\\p{P}\\p{S}]+|[\\r\\n]|\\s+(?!\\S)|\\s+"),
-        {{"type", "Digits"}, {"individual_digits", true}},
-        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
   ordered_json tok = {
       {"version", "1.0"},
       {"truncation", nullptr},
       {"padding", nullptr},
       {"added_tokens", added_json},
       {"normalizer", nullptr},
-      {"pre_tokenizer", pre},
+      {"pre_tokenizer", ordered_json::parse(pre_text)},
       {"post_processor",
        {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}}},
       {"decoder",
@@ -129,8 +140,8 @@ std::string synthetic_tokenizer_json(int vocab_size, uint64_t seed) {
         {"fuse_unk", false},
         {"byte_fallback", false},
         {"ignore_merges", false},
-        {"vocab", vocab},
-        {"merges", ordered_json::array()}}}};
+        {"vocab", vocab_json},
+        {"merges", merges_json}}}};
   return tok.dump(2);
 }
 

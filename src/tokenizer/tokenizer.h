@@ -1,0 +1,75 @@
+// Byte-level BPE tokenizer loaded from a Hugging Face tokenizer.json (or vocab.json + merges.txt).
+// Encoding matches `tokenizers`' encode(text, add_special_tokens=false): added tokens are cut out first,
+// the rest is pre-tokenized, BPE-merged and mapped to the ids of the file; nothing (no BOS/EOS) is added.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/added_tokens.h"
+
+namespace spark {
+
+class Tokenizer {
+ public:
+  // tokenizer.json. Throws spark::Error naming the file for anything malformed or unsupported.
+  static Tokenizer from_file(const std::filesystem::path& tokenizer_json);
+  // The text of a tokenizer.json; `origin` names it in error messages.
+  static Tokenizer from_json(std::string_view json_text, const std::string& origin = "tokenizer.json");
+  // GPT-2-style files. They carry no pre-tokenizer: `pre_tokenizer_json` gives one (a tokenizer.json
+  // "pre_tokenizer" value), empty means Spark's.
+  static Tokenizer from_vocab_merges(const std::filesystem::path& vocab_json,
+                                     const std::filesystem::path& merges_txt,
+                                     std::vector<AddedToken> added_tokens = {},
+                                     std::string_view pre_tokenizer_json = {});
+  // A checkpoint folder: tokenizer.json, else vocab.json + merges.txt with the added tokens listed in
+  // tokenizer_config.json's added_tokens_decoder and Spark's pre-tokenizer.
+  static Tokenizer from_model_dir(const std::filesystem::path& dir);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // Encoding is thread-safe. Throws spark::Error when `text` is not valid UTF-8.
+  std::vector<int32_t> encode(std::string_view text) const;
+  void encode(std::string_view text, std::vector<int32_t>& ids) const;  // appends to `ids`
+
+  // The pre-tokenizer's pieces of `text` (raw bytes), with no added tokens cut out first: what
+  // `tokenizers`' pre_tokenizer.pre_tokenize_str gives, for inspecting and testing the pre-tokenizer.
+  std::vector<std::string> pre_tokenize(std::string_view text) const;
+
+  // Text of the ids, invalid UTF-8 replaced by U+FFFD as Hugging Face does. Throws spark::Error for an id
+  // that is not in the vocabulary.
+  std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
+  // The raw bytes, without UTF-8 repair.
+  std::string decode_bytes(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
+
+  // Bytes one id stands for: an added token's content, else the vocabulary entry's bytes. Throws
+  // spark::Error for an id that is not in the vocabulary.
+  std::string_view token_bytes(int32_t id) const;
+  bool contains(int32_t id) const;
+  bool is_added(int32_t id) const;
+  bool is_special(int32_t id) const;  // an added token marked special (skipped by skip_special_tokens)
+  // Id of a vocabulary entry as the file writes it (byte-level text, e.g. "Ġthe"), or of an added token.
+  std::optional<int32_t> token_to_id(std::string_view token) const;
+  // The vocabulary entry as the file writes it (an added token's content for added tokens).
+  std::string id_to_token(int32_t id) const;
+  // Highest id + 1.
+  int32_t vocab_size() const;
+  size_t num_merges() const;
+  const std::vector<AddedToken>& added_tokens() const;
+
+  struct Impl;  // opaque; public only so the loaders' helpers in tokenizer.cpp can build one
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace spark

@@ -1,0 +1,30 @@
+"""Installs Hugging Face's `tokenizers` npm package (the Rust core behind Python's `tokenizers`) into a
+folder under the build directory, once. Shared by the tokenizer parity test and the tokenizer benchmark.
+"""
+import json
+import os
+import shutil
+import subprocess
+
+TOKENIZERS_VERSION = "0.23.2"  # napi build with a linux-x64-gnu binary; runs on Node 20
+
+
+def ensure_tokenizers(prefix):
+    """Returns the package folder (for require()); raises RuntimeError when it cannot be installed."""
+    module_dir = os.path.join(prefix, "node_modules", "tokenizers")
+    manifest = os.path.join(module_dir, "package.json")
+    if os.path.exists(manifest):
+        with open(manifest, encoding="utf-8") as f:
+            if json.load(f).get("version") == TOKENIZERS_VERSION:
+                return module_dir
+    npm = shutil.which("npm")
+    node = shutil.which("node")
+    if npm is None or node is None:
+        raise RuntimeError("node and npm are required (tools/install-deps.sh installs them)")
+    os.makedirs(prefix, exist_ok=True)
+    cmd = [npm, "install", "--prefix", prefix, "--no-audit", "--no-fund", "--loglevel=error",
+           f"tokenizers@{TOKENIZERS_VERSION}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0 or not os.path.exists(manifest):
+        raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    return module_dir
