@@ -46,20 +46,20 @@ std::map<std::string, std::string> read_index(const std::filesystem::path& path)
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   std::vector<ExpectedTensor> out;
-  out.push_back({"model.embedding.weight", {c.vocab_size, h}});
+  out.push_back({"model.embedding.weight", {c.vocab_size, h}, true});
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     out.push_back({p + "input_layernorm.weight", {h}});
-    out.push_back({p + "self_attn.q_k_v_proj.weight", {c.qkv_dim(), h}});
+    out.push_back({p + "self_attn.q_k_v_proj.weight", {c.qkv_dim(), h}, true});
     out.push_back({p + "self_attn.g_proj.weight", {c.num_heads, h}});
-    out.push_back({p + "self_attn.out_proj.weight", {h, c.q_dim()}});
+    out.push_back({p + "self_attn.out_proj.weight", {h, c.q_dim()}, true});
     out.push_back({p + "post_attention_layernorm.weight", {h}});
-    out.push_back({p + "mlp.gate_proj.weight", {inter, h}});
-    out.push_back({p + "mlp.up_proj.weight", {inter, h}});
-    out.push_back({p + "mlp.down_proj.weight", {h, inter}});
+    out.push_back({p + "mlp.gate_proj.weight", {inter, h}, true});
+    out.push_back({p + "mlp.up_proj.weight", {inter, h}, true});
+    out.push_back({p + "mlp.down_proj.weight", {h, inter}, true});
   }
   out.push_back({"model.norm.weight", {h}});
-  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, h}});
+  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, h}, true});
   return out;
 }
 
@@ -109,7 +109,16 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
   }
 
   std::set<std::string> expected_names;
+  const bool packed = !config_.quant_format.empty();
   for (const ExpectedTensor& e : expected_tensors(config_)) {
+    if (packed && e.linear) {
+      // Packed tensors: their presence here, their dtypes and shapes when the model views them.
+      for (const char* suffix : {".qweight", ".scales", ".row_sums", ".params"}) expected_names.insert(e.prefix() + suffix);
+      if (!tensors_.count(e.prefix() + ".qweight")) {
+        throw Error((index.empty() ? single_path : index_path).string() + ": missing tensor " + e.prefix() + ".qweight");
+      }
+      continue;
+    }
     expected_names.insert(e.name);
     auto it = tensors_.find(e.name);
     if (it == tensors_.end()) {

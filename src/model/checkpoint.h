@@ -17,6 +17,10 @@ namespace spark {
 struct ExpectedTensor {
   std::string name;
   std::vector<int64_t> shape;
+  // A linear weight ("<prefix>.weight"): in a pre-quantized checkpoint it is stored as packed tensors
+  // "<prefix>.qweight" etc., whose dtypes and shapes the kernels' layout defines.
+  bool linear = false;
+  std::string prefix() const { return name.substr(0, name.size() - 7); }
 };
 
 // The tensors a Spark checkpoint must contain for this config, in file order.
@@ -40,6 +44,7 @@ class Checkpoint {
   const ModelConfig& config() const { return config_; }
   // Throws if the tensor is absent; open() already guaranteed every expected tensor is here.
   const TensorInfo& tensor(const std::string& name) const;
+  bool has_tensor(const std::string& name) const { return tensors_.count(name) != 0; }
   uint64_t total_bytes() const;
 
  private:

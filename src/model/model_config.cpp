@@ -192,6 +192,21 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.eos_token_id = static_cast<int>(r.integer_or("eos_token_id", 1));
   c.pad_token_id = static_cast<int>(r.integer_or("pad_token_id", 2));
   c.dtype = r.string_or("dtype", r.string_or("torch_dtype", "bfloat16"));
+  if (const json* q = r.find("quantization_config"); q != nullptr && !q->is_null()) {
+    if (!q->is_object()) r.fail("quantization_config", "must be an object");
+    const std::string method = q->value("quant_method", "");
+    if (method != "spark") {
+      r.fail("quantization_config", "quant_method '" + method + "' is not supported (only spark-quantize output)");
+    }
+    c.quant_format = q->value("format", "");
+    if (c.quant_format != "int8" && c.quant_format != "w4a8" && c.quant_format != "w4a16") {
+      r.fail("quantization_config", "format '" + c.quant_format + "' is not one of int8, w4a8, w4a16");
+    }
+    if (!q->contains("layout_version") || !(*q)["layout_version"].is_number_integer()) {
+      r.fail("quantization_config", "layout_version missing");
+    }
+    c.quant_layout_version = (*q)["layout_version"].get<int>();
+  }
   return c;
 }
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "gemm_float/gemm_float.h"
+#include "gemm/weight.h"
 #include "model/checkpoint.h"
 #include "model/kv_cache.h"
 #include "model/rope.h"
@@ -36,13 +36,36 @@ struct SequenceChunk {
 using ActivationTap =
     std::function<void(const std::string& name, int layer, const float* data, int64_t rows, int64_t cols)>;
 
+// How the linear layers' weights are held. kAsStored keeps the checkpoint's own float dtype (bf16 / f16 /
+// f32, memory-mapped, no copy) or, for a pre-quantized checkpoint, its packed format. kAuto lets the
+// hardware probe choose (speed: W4A8 where int8 dot products are fast, else W4A16; fidelity: W4A16).
+enum class QuantChoice { kAsStored, kAuto, kExplicit };
+enum class QuantPriority { kSpeed, kFidelity };
+
+struct ModelOptions {
+  int64_t max_model_len = 4096;
+  QuantChoice quant = QuantChoice::kAsStored;
+  kernels::WeightFormat format = kernels::WeightFormat::kBF16;  // with kExplicit
+  QuantPriority priority = QuantPriority::kSpeed;
+};
+
+// Parses a --quant value: "auto", "none" (as stored) or a format name (f32, bf16, f16, int8, w4a8, w4a16).
+void parse_quant_option(const std::string& value, const std::string& priority, ModelOptions& options);
+
 class SparkModel {
  public:
   SparkModel(std::shared_ptr<const Checkpoint> checkpoint, int64_t max_model_len);
+  // Quantizes at load when asked (row blocks on `pool`, so the transient memory stays small).
+  SparkModel(std::shared_ptr<const Checkpoint> checkpoint, const ModelOptions& options, ThreadPool& pool);
 
   const ModelConfig& config() const { return config_; }
   int64_t max_model_len() const { return max_model_len_; }
   const Checkpoint& checkpoint() const { return *checkpoint_; }
+  // The linear layers' weight format, and the bytes they occupy (what decode reads per token).
+  kernels::WeightFormat weight_format() const { return format_; }
+  int64_t weight_bytes() const;
+  // Named weights, for spark-quantize: tensor prefix ("model.layers.0.mlp.up_proj") -> weight.
+  std::vector<std::pair<std::string, const kernels::QuantizedWeight*>> linear_weights() const;
 
   // Runs one step. `logits` receives, chunk by chunk, num_tokens rows (kAll), one row (kLast) or none,
   // each of vocab_size floats. Every chunk's KV must already hold room for its positions
@@ -58,7 +81,8 @@ class SparkModel {
     int type_index;  // index among layers of the same type (KV storage slot)
     std::vector<float> attn_norm;
     std::vector<float> ffn_norm;
-    kernels::FloatWeight qkv, gate, out, ffn_gate, ffn_up, ffn_down;
+    kernels::QuantizedWeight gate;  // [heads, hidden]: tiny and kept in the checkpoint's float dtype
+    kernels::QuantizedWeight qkv, out, ffn_gate, ffn_up, ffn_down;
   };
 
   void tap(const char* name, int layer, const float* data, int64_t rows, int64_t cols) const {
@@ -72,8 +96,9 @@ class SparkModel {
   int64_t max_model_len_;
   RopeTable rope_sliding_;
   RopeTable rope_full_;
-  kernels::FloatWeight embedding_;
-  kernels::FloatWeight lm_head_;
+  kernels::WeightFormat format_;
+  kernels::QuantizedWeight embedding_;
+  kernels::QuantizedWeight lm_head_;
   std::vector<float> final_norm_;
   std::vector<Layer> layers_;
   ActivationTap tap_;
@@ -85,5 +110,9 @@ class SparkModel {
 };
 
 kernels::FloatWeight float_weight_from(const TensorInfo& t);
+
+// Reads a linear weight `prefix` (e.g. "model.layers.3.mlp.up_proj") from the checkpoint: `.weight` of a
+// float checkpoint, or the packed tensors of a pre-quantized one.
+kernels::QuantizedWeight load_linear(const Checkpoint& ck, const std::string& prefix);
 
 }  // namespace spark
