@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "chat/default_template.h"
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
 #include "spark/error.h"
@@ -152,6 +153,7 @@ void write_synthetic_checkpoint(const SyntheticCheckpointOptions& options, const
     write_text(dir / "model.safetensors.index.json", index.dump(2) + "\n");
   }
 
+  write_text(dir / "chat_template.jinja", spark_default_chat_template());
   write_text(dir / "tokenizer.json", synthetic_tokenizer_json(config.vocab_size, options.seed) + "\n");
   write_text(dir / "tokenizer_config.json",
              synthetic_tokenizer_config_json(config.vocab_size, config.max_position_embeddings) + "\n");
@@ -212,12 +214,14 @@ std::string builtin_config(const std::string& name) {
   return it->second;
 }
 
+// The folder name carries a format version: a generator change that alters the files bumps it.
+constexpr const char* kDemoName = "demo-v2";
+
 std::filesystem::path ensure_demo_checkpoint(const std::filesystem::path& cache_dir) {
-  // The folder name carries a format version: a generator change that alters the files bumps it.
-  const auto dir = cache_dir / "demo-v1";
+  const auto dir = cache_dir / kDemoName;
   if (std::filesystem::exists(dir / "model.safetensors") && std::filesystem::exists(dir / "tokenizer.json"))
     return dir;
-  const auto tmp = cache_dir / ("demo-v1.tmp" + std::to_string(::getpid()));
+  const auto tmp = cache_dir / (std::string(kDemoName) + ".tmp" + std::to_string(::getpid()));
   std::filesystem::remove_all(tmp);
   write_synthetic_checkpoint({builtin_config("demo"), 20261130, "BF16", 1}, tmp);
   std::filesystem::remove_all(dir);

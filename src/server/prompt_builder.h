@@ -12,8 +12,6 @@
 
 namespace spark {
 
-class ChatTemplate;
-
 struct ChatPrompt {
   std::string text;
   std::vector<int32_t> ids;
@@ -32,11 +30,10 @@ class PromptBuilder {
   const std::string& template_source() const { return source_; }
 
  private:
+  struct Formatter;
   const Tokenizer& tokenizer_;
-  std::unique_ptr<ChatTemplate> template_;
+  std::unique_ptr<Formatter> formatter_;
   std::string source_;
-  std::string bos_token_;
-  std::string eos_token_;
 };
 
 }  // namespace spark

@@ -64,7 +64,9 @@ int run_server(ServerOptions o) {
     ctx->constraint_vocab = std::make_shared<const ConstraintVocab>(std::move(texts),
                                                                     std::vector<int32_t>{ctx->model->config().eos_token_id});
     ctx->engine = std::make_unique<Engine>(ctx->model, o.engine);
-    ctx->served_model_name = o.served_model_name.empty() ? dir.filename().string() : o.served_model_name;
+    ctx->served_model_name = !o.served_model_name.empty() ? o.served_model_name
+                             : o.model_dir.empty()         ? "spark-demo"
+                                                           : dir.filename().string();
     ctx->kernel_isa = kernels::isa_name(kernels::active_isa());
     ctx->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     ctx->ready.store(true);
