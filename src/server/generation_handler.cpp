@@ -347,7 +347,9 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
             for (const auto& tc : s.delta.tool_calls) calls.push_back(ordered_json::parse(tc.to_openai().dump()));
             delta["tool_calls"] = calls;
           }
-          if (!delta.empty() || !s.delta.tokens.empty()) {
+          // Tokens whose text is held back (a partial tag or character) need no chunk of their own unless
+          // the client asked for per-token data.
+          if (!delta.empty() || ((logprobs || token_ids) && !s.delta.tokens.empty())) {
             ordered_json c = chunk(s.choice, delta, nullptr);
             if (logprobs && !s.delta.tokens.empty()) c["choices"][0]["logprobs"] = chat_logprobs(*gen.ctx.tokenizer, s.delta.tokens);
             if (token_ids && !s.delta.tokens.empty()) c["choices"][0]["token_ids"] = token_ids_of(s.delta.tokens);
@@ -451,7 +453,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
             text = prompt_text + text;
             (*echoed)[s.choice] = true;
           }
-          if (!text.empty() || !s.delta.tokens.empty()) {
+          if (!text.empty() || ((logprobs || token_ids) && !s.delta.tokens.empty())) {
             ordered_json c = chunk(s.choice, text, nullptr);
             if (logprobs) c["choices"][0]["logprobs"] = completion_logprobs(*gen.ctx.tokenizer, s.delta.tokens, 0);
             if (token_ids) c["choices"][0]["token_ids"] = token_ids_of(s.delta.tokens);
