@@ -6,7 +6,4 @@ cd "$(dirname "$0")/.."
 bash tools/install-deps.sh >/dev/null
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target spark-server
-if [ $# -eq 0 ]; then
-  set -- generate --prompt-ids 14,15,16,17 -n 16
-fi
 exec build/bin/spark-server "$@"
