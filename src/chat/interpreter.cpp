@@ -88,15 +88,14 @@ Interpreter::~Interpreter() {
   for (auto& ns : namespaces_) ns->attrs = DictData();
 }
 
-std::string Interpreter::render(const nlohmann::ordered_json& context) {
+std::string Interpreter::render(const ContextVars& context) {
   try {
     // Name resolution: template scopes -> render context -> global functions (the context may shadow them).
     auto globals = std::make_shared<Scope>();
     for (auto& [name, value] : global_functions()) globals->set(name, value);
     auto context_scope = std::make_shared<Scope>();
     context_scope->parent = globals;
-    if (!context.is_object()) throw RenderError("the template context must be a JSON object");
-    for (const auto& [key, value] : context.items()) context_scope->set(key, Value::from_json(value));
+    for (const auto& [key, value] : context) context_scope->set(key, Value::from_json(*value));
     root_ = std::make_shared<Scope>();
     root_->parent = context_scope;
     std::string out;

@@ -30,13 +30,16 @@ struct Scope {
   void set(const std::string& name, Value value);
 };
 
+// Template variables by reference (no copy of large message lists); later entries override earlier ones.
+using ContextVars = std::vector<std::pair<std::string, const nlohmann::ordered_json*>>;
+
 class Interpreter {
  public:
   Interpreter(const Program& program, const RenderLimits& limits);
   ~Interpreter();
 
   // Throws TemplateError.
-  std::string render(const nlohmann::ordered_json& context);
+  std::string render(const ContextVars& context);
 
   // Used by builtins (map/select call filters and tests by name; callables call back into macros).
   Value call_filter(std::string_view name, const Value& input, CallValues& args);
