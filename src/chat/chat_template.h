@@ -28,6 +28,8 @@ class ChatTemplate {
 
   // Renders with a JSON object of template variables. Thread-safe.
   std::string render(const nlohmann::ordered_json& context, const ChatTemplateLimits& limits = {}) const;
+  // The same with variables passed by reference, so a long conversation is not copied to build a context.
+  std::string render(const jinja::ContextVars& variables, const ChatTemplateLimits& limits = {}) const;
   const std::string& source() const { return source_; }
 
  private:

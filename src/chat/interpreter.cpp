@@ -38,6 +38,23 @@ struct DepthGuard {
   int& depth_;
 };
 
+// The work a filter or membership test does on a value is proportional to its size; charging it keeps
+// quadratic templates (a filter over a big list inside a big loop) inside the step budget.
+uint64_t work_units(const Value& v) {
+  switch (v.type()) {
+    case Value::Type::kList:
+      return 1 + v.as_list().items.size();
+    case Value::Type::kDict:
+      return 1 + v.as_dict().size();
+    case Value::Type::kGenerator:
+      return 1 + v.as_generator().items.size();
+    case Value::Type::kString:
+      return 1 + v.as_string().size() / 64;
+    default:
+      return 1;
+  }
+}
+
 std::string one_line(const std::string& s) {
   std::string out = s;
   std::replace(out.begin(), out.end(), '\n', ' ');
@@ -71,15 +88,14 @@ Interpreter::~Interpreter() {
   for (auto& ns : namespaces_) ns->attrs = DictData();
 }
 
-std::string Interpreter::render(const nlohmann::ordered_json& context) {
+std::string Interpreter::render(const ContextVars& context) {
   try {
     // Name resolution: template scopes -> render context -> global functions (the context may shadow them).
     auto globals = std::make_shared<Scope>();
     for (auto& [name, value] : global_functions()) globals->set(name, value);
     auto context_scope = std::make_shared<Scope>();
     context_scope->parent = globals;
-    if (!context.is_object()) throw RenderError("the template context must be a JSON object");
-    for (const auto& [key, value] : context.items()) context_scope->set(key, Value::from_json(value));
+    for (const auto& [key, value] : context) context_scope->set(key, Value::from_json(*value));
     root_ = std::make_shared<Scope>();
     root_->parent = context_scope;
     std::string out;
@@ -108,8 +124,9 @@ std::shared_ptr<NamespaceData> Interpreter::new_namespace() {
   return ns;
 }
 
-void Interpreter::step() {
-  if (++steps_ > limits_.max_steps) {
+void Interpreter::step(uint64_t units) {
+  steps_ += units;
+  if (steps_ > limits_.max_steps) {
     throw RenderError("template exceeded " + std::to_string(limits_.max_steps) + " evaluation steps",
                       RenderError::Kind::kLimit);
   }
@@ -226,6 +243,11 @@ Interpreter::Flow Interpreter::exec_for(const ForStmt& node, const std::shared_p
   }
   auto loop = std::make_shared<LoopData>();
   loop->items = std::move(items);
+  // loop.changed(loop) would keep the loop alive through itself; drop those values however the loop ends.
+  struct ForgetChanged {
+    LoopData& loop;
+    ~ForgetChanged() { loop.last_changed.clear(); }
+  } forget_changed{*loop};
   const Value loop_value = Value::loop(loop);
   for (size_t i = 0; i < loop->items.size(); ++i) {
     step();
@@ -371,6 +393,7 @@ Value Interpreter::lookup(const std::string& name, Scope& scope) const {
 }
 
 Value Interpreter::call_filter(std::string_view name, const Value& input, CallValues& args) {
+  step(work_units(input));
   return apply_filter(*this, name, input, args);
 }
 
@@ -381,6 +404,7 @@ bool Interpreter::call_test(std::string_view name, const Value& input, CallValue
 Value Interpreter::call_value(const Value& callee, CallValues& args) {
   fail_if_undefined(callee);
   if (!callee.is_callable()) throw RenderError("'" + type_name(callee) + "' object is not callable");
+  step();
   return callee.as_callable().call(*this, args);
 }
 
@@ -412,6 +436,7 @@ bool Interpreter::eval_compare(const CompareExpr& expr, Scope& scope) {
   for (const auto& [op, operand] : expr.rest) {
     Value right = eval(*operand, scope);
     line_ = expr.line;
+    if (op == CompareOp::kIn || op == CompareOp::kNotIn) step(work_units(right));
     if (!compare(op, left, right)) return false;
     left = std::move(right);
   }

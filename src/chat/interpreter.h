@@ -17,8 +17,9 @@ namespace spark::jinja {
 
 struct RenderLimits {
   size_t max_output_bytes = size_t{64} << 20;  // also bounds any single string or list a template builds
-  int max_call_depth = 200;         // macro recursion (Python's own limit would stop jinja2 near here)
-  uint64_t max_steps = 20'000'000;  // statements + loop iterations: no template loops forever
+  int max_call_depth = 200;  // macro recursion (Python's own limit would stop jinja2 near here)
+  // Statements, loop iterations, calls and the items filters touch: no template runs forever.
+  uint64_t max_steps = 20'000'000;
 };
 
 struct Scope {
@@ -29,13 +30,16 @@ struct Scope {
   void set(const std::string& name, Value value);
 };
 
+// Template variables by reference (no copy of large message lists); later entries override earlier ones.
+using ContextVars = std::vector<std::pair<std::string, const nlohmann::ordered_json*>>;
+
 class Interpreter {
  public:
   Interpreter(const Program& program, const RenderLimits& limits);
   ~Interpreter();
 
   // Throws TemplateError.
-  std::string render(const nlohmann::ordered_json& context);
+  std::string render(const ContextVars& context);
 
   // Used by builtins (map/select call filters and tests by name; callables call back into macros).
   Value call_filter(std::string_view name, const Value& input, CallValues& args);
@@ -46,6 +50,8 @@ class Interpreter {
   void check_size(size_t size) const;
   size_t max_output_bytes() const { return limits_.max_output_bytes; }
   std::shared_ptr<NamespaceData> new_namespace();
+  // Counts work against the step budget (throws a limit error when it runs out).
+  void step(uint64_t units = 1);
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
@@ -59,7 +65,6 @@ class Interpreter {
                             Scope& scope);
   void assign(const Target& target, const Value& value, Scope& scope);
   void emit(std::string& out, std::string_view text);
-  void step();
 
   Value eval(const Expr& expr, Scope& scope);
   Value lookup(const std::string& name, Scope& scope) const;

@@ -21,6 +21,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 sys.path.insert(0, HERE)
 
 from chat_template_cases import CONTEXT, feature_cases  # noqa: E402

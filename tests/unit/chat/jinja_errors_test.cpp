@@ -128,6 +128,14 @@ TEST(JinjaLimits, StepBudgetStopsRunawayLoops) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit);
   EXPECT_NE(e->detail().find("steps"), std::string::npos);
+  // Work inside filters counts too, so a filter over a big list inside a big loop cannot run for minutes.
+  e = render_error("{% for i in range(100000) %}{% set x = range(1000)|sum %}{% endfor %}", "{}", limits);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit);
+  e = render_error("{% set xs = range(5000)|list %}{% for i in xs %}{% if i in xs %}{% endif %}{% endfor %}",
+                   "{}", limits);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit);
 }
 
 TEST(JinjaRobustness, GarbageNeverCrashes) {
