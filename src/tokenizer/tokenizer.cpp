@@ -9,6 +9,7 @@
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/unicode_additions.h"
 #include "tokenizer/utf8.h"
 
 namespace spark {
@@ -334,13 +335,14 @@ void Tokenizer::encode(std::string_view text, std::vector<int32_t>& ids) const {
   segments.clear();
   arena.clear();
   impl_->matcher.split(text, segments);
+  const UnicodeTables tables = has_newer_code_points(text) ? UnicodeTables::kNewer : UnicodeTables::kSystem;
   for (const TextSegment& s : segments) {
     if (s.id >= 0) {
       ids.push_back(s.id);
       continue;
     }
     pieces.clear();
-    impl_->pre.split(text.substr(s.begin, s.end - s.begin), pieces, arena);
+    impl_->pre.split(text.substr(s.begin, s.end - s.begin), pieces, arena, tables);
     for (std::string_view p : pieces) impl_->bpe->encode_word(p, ids);
   }
 }
@@ -351,7 +353,8 @@ std::vector<std::string> Tokenizer::pre_tokenize(std::string_view text) const {
   }
   std::vector<std::string_view> pieces;
   PieceArena arena;
-  impl_->pre.split(text, pieces, arena);
+  impl_->pre.split(text, pieces, arena,
+                   has_newer_code_points(text) ? UnicodeTables::kNewer : UnicodeTables::kSystem);
   return {pieces.begin(), pieces.end()};
 }
 
