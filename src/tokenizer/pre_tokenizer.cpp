@@ -18,8 +18,9 @@ struct Chunk {
 // Pattern::find_matches), then folded by the delimiter behavior (NormalizedString::split).
 void apply_behavior(std::string_view piece, const std::vector<Span>& matches, SplitBehavior behavior,
                     bool invert, std::vector<std::string_view>& out) {
-  std::vector<Chunk> chunks;
-  chunks.reserve(matches.size() * 2 + 1);
+  thread_local std::vector<Chunk> chunks, splits;  // per call they would be two allocations per piece
+  chunks.clear();
+  splits.clear();
   uint32_t prev = 0;
   for (const Span& m : matches) {
     if (prev != m.begin) chunks.push_back({prev, m.begin, invert});
@@ -29,8 +30,6 @@ void apply_behavior(std::string_view piece, const std::vector<Span>& matches, Sp
   const auto n = static_cast<uint32_t>(piece.size());
   if (prev != n) chunks.push_back({prev, n, invert});
 
-  std::vector<Chunk> splits;
-  splits.reserve(chunks.size());
   bool previous_match = false;
   switch (behavior) {
     case SplitBehavior::kIsolated:
