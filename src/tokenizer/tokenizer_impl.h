@@ -29,12 +29,8 @@ struct Tokenizer::Impl {
 
   Impl(std::string origin_, PreTokenizer pre_) : origin(std::move(origin_)), pre(std::move(pre_)) {}
 
+  // The tables are sized to the highest id before the first call.
   void set_id(int32_t id, const std::string& text, std::string bytes, uint8_t flags) {
-    if (static_cast<size_t>(id) >= id_flags.size()) {
-      id_bytes.resize(static_cast<size_t>(id) + 1);
-      id_text.resize(static_cast<size_t>(id) + 1);
-      id_flags.resize(static_cast<size_t>(id) + 1, 0);
-    }
     id_text[id] = text;
     id_bytes[id] = std::move(bytes);
     id_flags[id] = flags;

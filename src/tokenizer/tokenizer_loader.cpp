@@ -1,5 +1,6 @@
 // Loading tokenizer.json, vocab.json + merges.txt and checkpoint folders into a Tokenizer: every
 // unsupported or malformed piece is one spark::Error naming the file.
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -40,16 +41,20 @@ struct ModelSpec {
 // Ids index flat tables; real vocabularies stay far below this.
 constexpr int64_t kMaxTokenId = (1 << 24) - 1;
 
-std::vector<std::pair<std::string, int32_t>> parse_vocab(const nlohmann::json& j, const std::string& origin) {
+// Takes the entries out of `j` (moving the strings: a real vocabulary has 131072 of them).
+std::vector<std::pair<std::string, int32_t>> parse_vocab(nlohmann::json& j, const std::string& origin) {
   if (!j.is_object()) throw Error(origin + ": the BPE vocab must be an object of token -> id");
+  auto& entries = j.get_ref<nlohmann::json::object_t&>();
   std::vector<std::pair<std::string, int32_t>> vocab;
-  vocab.reserve(j.size());
-  for (const auto& [token, id] : j.items()) {
+  vocab.reserve(entries.size());
+  while (!entries.empty()) {
+    auto node = entries.extract(entries.begin());
+    const nlohmann::json& id = node.mapped();
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId) {
-      throw Error(origin + ": vocab entry '" + token + "' has id " + id.dump() + ", not an integer in 0.." +
-                  std::to_string(kMaxTokenId));
+      throw Error(origin + ": vocab entry '" + node.key() + "' has id " + id.dump() +
+                  ", not an integer in 0.." + std::to_string(kMaxTokenId));
     }
-    vocab.emplace_back(token, id.get<int32_t>());
+    vocab.emplace_back(std::move(node.key()), id.get<int32_t>());
   }
   return vocab;
 }
@@ -95,6 +100,13 @@ std::unique_ptr<Tokenizer::Impl> build(std::string origin, PreTokenizer pre, con
                                        std::vector<AddedToken> added) {
   auto impl = std::make_unique<Tokenizer::Impl>(std::move(origin), std::move(pre));
   const std::string& o = impl->origin;
+  int32_t max_id = -1;
+  for (const auto& [text, id] : model.vocab) max_id = std::max(max_id, id);
+  for (const auto& t : added) max_id = std::max(max_id, t.id);
+  impl->id_bytes.resize(static_cast<size_t>(max_id + 1));
+  impl->id_text.resize(static_cast<size_t>(max_id + 1));
+  impl->id_flags.resize(static_cast<size_t>(max_id + 1), 0);
+  impl->text_to_id.reserve(model.vocab.size() + added.size());
 
   BpeModel::WordMap whole_words;
   std::array<int32_t, 256> byte_ids;
@@ -106,7 +118,7 @@ std::unique_ptr<Tokenizer::Impl> build(std::string origin, PreTokenizer pre, con
     const bool byte_level = byte_level::decode(text, bytes);
     if (!byte_level) bytes = text;
     if (byte_level && bytes.size() == 1) byte_ids[static_cast<unsigned char>(bytes[0])] = id;
-    if (byte_level) whole_words[bytes] = id;
+    if (byte_level && model.ignore_merges) whole_words[bytes] = id;
     impl->set_id(id, text, bytes, kTokenPresent);
     impl->text_to_id[text] = id;
   }
@@ -150,7 +162,7 @@ std::unique_ptr<Tokenizer::Impl> build(std::string origin, PreTokenizer pre, con
   return impl;
 }
 
-Tokenizer load_tokenizer_json(const nlohmann::json& j, const std::string& origin) {
+Tokenizer load_tokenizer_json(nlohmann::json& j, const std::string& origin) {
   if (!j.is_object()) throw Error(origin + ": not a tokenizer.json object");
   if (auto n = j.find("normalizer"); n != j.end() && !n->is_null()) {
     throw Error(origin + ": normalizer '" + type_name(*n) +
@@ -233,7 +245,8 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
 
 Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& origin) {
   try {
-    return load_tokenizer_json(parse_json(json_text, origin), origin);
+    nlohmann::json j = parse_json(json_text, origin);
+    return load_tokenizer_json(j, origin);
   } catch (const nlohmann::json::exception& e) {
     // A field of the wrong type somewhere in the file.
     throw Error(origin + ": " + e.what());
@@ -246,7 +259,8 @@ Tokenizer Tokenizer::from_vocab_merges(const std::filesystem::path& vocab_json,
                                        std::string_view pre_tokenizer_json) {
   const std::string origin = vocab_json.string();
   ModelSpec spec;
-  spec.vocab = parse_vocab(parse_json(read_file(vocab_json), origin), origin);
+  nlohmann::json vocab = parse_json(read_file(vocab_json), origin);
+  spec.vocab = parse_vocab(vocab, origin);
   std::istringstream lines(read_file(merges_txt));
   std::string line;
   while (std::getline(lines, line)) {
