@@ -1,6 +1,5 @@
 #include "tokenizer/synthetic_tokenizer.h"
 
-#include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
