@@ -13,14 +13,16 @@ int main(int argc, char** argv) {
   std::string preset, config_path, out, dtype = "bf16";
   uint64_t seed = 1;
   int shards = 1;
-  app.add_option("--preset", preset, "Built-in config name (" + [] {
-    std::string s;
-    for (const auto& n : spark::builtin_config_names()) s += (s.empty() ? "" : ", ") + n;
-    return s;
-  }() + ")");
+  app.add_option(
+      "--preset", preset, "Built-in config name (" + [] {
+        std::string s;
+        for (const auto& n : spark::builtin_config_names()) s += (s.empty() ? "" : ", ") + n;
+        return s;
+      }() + ")");
   app.add_option("--config", config_path, "A config.json to take the shapes from");
   app.add_option("--seed", seed, "Random seed");
-  app.add_option("--dtype", dtype, "Tensor dtype: bf16, f16 or f32")->check(CLI::IsMember({"bf16", "f16", "f32"}));
+  app.add_option("--dtype", dtype, "Tensor dtype: bf16, f16 or f32")
+      ->check(CLI::IsMember({"bf16", "f16", "f32"}));
   app.add_option("--shards", shards, "Number of safetensors shards")->check(CLI::Range(1, 1000));
   app.add_option("-o,--out", out, "Output folder")->required();
   CLI11_PARSE(app, argc, argv);

@@ -38,6 +38,10 @@ struct ModelConfig {
   int eos_token_id = 1;
   int pad_token_id = 2;
   std::string dtype;
+  // A pre-quantized checkpoint (written by spark-quantize): quantization_config.format ("int8", "w4a8",
+  // "w4a16") and the packed layout version; empty for float checkpoints.
+  std::string quant_format;
+  int quant_layout_version = 0;
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }

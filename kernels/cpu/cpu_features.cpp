@@ -105,10 +105,28 @@ const CpuFeatures& cpu_features() {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
-    case Isa::kAmx: return "amx";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAmx:
+      return "amx";
+  }
+  return "?";
+}
+
+const char* isa_requirements(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return "nothing";
+    case Isa::kAvx2:
+      return "AVX2+FMA+F16C";
+    case Isa::kAvx512:
+      return "AVX-512 F/BW/VL/DQ/VNNI";
+    case Isa::kAmx:
+      return "AMX-TILE/INT8/BF16";
   }
   return "?";
 }
@@ -116,12 +134,16 @@ const char* isa_name(Isa isa) {
 bool cpu_supports(Isa isa) {
   const CpuFeatures& f = cpu_features();
   const bool avx2 = f.avx2 && f.fma && f.f16c;
-  const bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+  const bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_vnni;
   switch (isa) {
-    case Isa::kScalar: return true;
-    case Isa::kAvx2: return avx2;
-    case Isa::kAvx512: return avx512;
-    case Isa::kAmx: return avx512 && f.amx_tile && f.amx_int8 && f.amx_bf16;
+    case Isa::kScalar:
+      return true;
+    case Isa::kAvx2:
+      return avx2;
+    case Isa::kAvx512:
+      return avx512;
+    case Isa::kAmx:
+      return avx512 && f.amx_tile && f.amx_int8 && f.amx_bf16;
   }
   return false;
 }
@@ -132,8 +154,8 @@ Isa active_isa() {
     if (forced == nullptr || *forced == '\0') return best_isa();
     Isa want = parse_isa(forced);
     if (!cpu_supports(want)) {
-      throw Error(std::string("SPARK_FORCE_ISA=") + forced + ": this CPU does not support it (best here: " +
-                  isa_name(best_isa()) + ")");
+      throw Error(std::string("SPARK_FORCE_ISA=") + forced +
+                  ": this CPU does not support it (best here: " + isa_name(best_isa()) + ")");
     }
     return want;
   }();

@@ -26,11 +26,18 @@ struct CpuFeatures {
 // Probed once; later calls return the same object.
 const CpuFeatures& cpu_features();
 
-// Instruction-set tiers the kernels are compiled for, lowest first.
+// Instruction-set tiers the kernels are compiled for, lowest first. Each includes the ones below it:
+//   kAvx2    AVX2 + FMA + F16C (Haswell, Zen 1 and later)
+//   kAvx512  + AVX-512 F/BW/VL/DQ + VNNI (Cascade Lake, Ice Lake, Zen 4 and later; Skylake-X has no VNNI
+//            and runs the AVX2 tier)
+//   kAmx     + AMX tile/int8/bf16 with the OS permission granted (Sapphire Rapids and later)
+// AVX512-BF16 is not a tier: kernels that want vdpbf16ps check cpu_features().avx512_bf16.
 enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 
 const char* isa_name(Isa isa);
 bool cpu_supports(Isa isa);
+// What a tier needs, for messages: "AVX2+FMA+F16C", "AVX-512 F/BW/VL/DQ/VNNI", "AMX-TILE/INT8/BF16".
+const char* isa_requirements(Isa isa);
 
 // The tier kernels run at: the best the CPU supports, or SPARK_FORCE_ISA (scalar|avx2|avx512|amx) when
 // set. Forcing a tier the CPU lacks throws spark::Error: silently running something else would make a

@@ -2,24 +2,21 @@
 //  - few rows (decode): each weight row is streamed once and dotted with every x row while it is in L1;
 //    this path is bound by memory bandwidth, so it reads the weight in its stored dtype.
 //  - many rows (prefill, batched decode): weight panels are widened to f32 and transposed into a
-//    thread-local buffer once per K block, then a 6x16 register-tiled micro-kernel runs over all rows.
+//    thread-local buffer once per K block, then a 6x16 register-tiled micro-kernel runs over all rows
+//    of the task (panel_avx2.h).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "gemm_float/gemm_float_isa.h"
+#include "gemm_float/panel_avx2.h"
 
 namespace spark::kernels {
 
 namespace {
 
-constexpr int64_t kSmallM = 4;   // up to this many rows the dot-product path wins
-constexpr int64_t kMr = 6;       // micro-kernel rows
-constexpr int64_t kNr = 16;      // micro-kernel columns (two ymm)
-constexpr int64_t kPanels = 4;   // panels per task: x rows are reused across them from L1
-constexpr int64_t kNb = kNr * kPanels;
-constexpr int64_t kKc = 256;     // K block: one packed panel is kKc * 16 floats = 16 KiB
+constexpr int64_t kSmallM = 4;  // up to this many rows the dot-product path wins
 
 template <FloatDType DT>
 inline __m256 load8(const void* base, int64_t i) {
@@ -110,87 +107,30 @@ void small_m_rows(const float* x, int64_t m, const FloatWeight& w, float* y, int
   }
 }
 
-// Packs rows [n0, n0 + 16) x columns [k0, k0 + kc) of w into panel[kk * 16 + r], zero-padding rows >= N.
+// panel[kk * 16 + r] = W[n0 + r, k0 + kk] widened to f32, zero for rows >= N.
 template <FloatDType DT>
-void pack_panel(const FloatWeight& w, int64_t n0, int64_t k0, int64_t kc, float* panel) {
-  const int64_t elem = float_dtype_size(DT);
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  for (int64_t r = 0; r < kNr; ++r) {
-    const int64_t n = n0 + r;
-    if (n >= w.n) {
-      for (int64_t kk = 0; kk < kc; ++kk) panel[kk * kNr + r] = 0.0f;
-      continue;
-    }
-    const void* row = base + (n * w.k + k0) * elem;
-    int64_t kk = 0;
-    alignas(32) float tmp[8];
-    for (; kk + 8 <= kc; kk += 8) {
-      _mm256_store_ps(tmp, load8<DT>(row, kk));
-      for (int j = 0; j < 8; ++j) panel[(kk + j) * kNr + r] = tmp[j];
-    }
-    for (; kk < kc; ++kk) panel[kk * kNr + r] = load1<DT>(row, kk);
-  }
-}
-
-// c[0..MR) x [0..16) (+)= x[0..MR) x panel, over kc columns of x starting at x (row stride ldx).
-template <int MR>
-void micro_kernel(const float* x, int64_t ldx, const float* panel, int64_t kc, float* c, int64_t ldc,
-                  int64_t n_valid, bool accumulate) {
-  __m256 acc[MR][2];
-  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  for (int64_t kk = 0; kk < kc; ++kk) {
-    __m256 b0 = _mm256_load_ps(panel + kk * kNr);
-    __m256 b1 = _mm256_load_ps(panel + kk * kNr + 8);
-    for (int i = 0; i < MR; ++i) {
-      __m256 a = _mm256_broadcast_ss(x + i * ldx + kk);
-      acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
-    }
-  }
-  for (int i = 0; i < MR; ++i) {
-    float* ci = c + i * ldc;
-    if (n_valid == kNr) {
-      if (accumulate) {
-        acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_loadu_ps(ci));
-        acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_loadu_ps(ci + 8));
+struct FloatPacker {
+  const FloatWeight& w;
+  void operator()(int64_t n0, int64_t k0, int64_t kc, float* panel) const {
+    const int64_t elem = float_dtype_size(DT);
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    for (int64_t r = 0; r < avx2::kPanelNr; ++r) {
+      const int64_t n = n0 + r;
+      if (n >= w.n) {
+        for (int64_t kk = 0; kk < kc; ++kk) panel[kk * avx2::kPanelNr + r] = 0.0f;
+        continue;
       }
-      _mm256_storeu_ps(ci, acc[i][0]);
-      _mm256_storeu_ps(ci + 8, acc[i][1]);
-    } else {
-      alignas(32) float tmp[kNr];
-      _mm256_store_ps(tmp, acc[i][0]);
-      _mm256_store_ps(tmp + 8, acc[i][1]);
-      for (int64_t j = 0; j < n_valid; ++j) ci[j] = accumulate ? ci[j] + tmp[j] : tmp[j];
+      const void* row = base + (n * w.k + k0) * elem;
+      int64_t kk = 0;
+      alignas(32) float tmp[8];
+      for (; kk + 8 <= kc; kk += 8) {
+        _mm256_store_ps(tmp, load8<DT>(row, kk));
+        for (int j = 0; j < 8; ++j) panel[(kk + j) * avx2::kPanelNr + r] = tmp[j];
+      }
+      for (; kk < kc; ++kk) panel[kk * avx2::kPanelNr + r] = load1<DT>(row, kk);
     }
   }
-}
-
-using MicroKernel = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, bool);
-constexpr MicroKernel kMicroKernels[kMr + 1] = {nullptr,         micro_kernel<1>, micro_kernel<2>,
-                                                micro_kernel<3>, micro_kernel<4>, micro_kernel<5>,
-                                                micro_kernel<6>};
-
-template <FloatDType DT>
-void large_m(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
-  const int64_t n_tasks = (w.n + kNb - 1) / kNb;
-  pool.run(static_cast<size_t>(n_tasks), [&](size_t task) {
-    alignas(64) static thread_local float panels[kPanels * kKc * kNr];
-    const int64_t nb = static_cast<int64_t>(task) * kNb;
-    const int64_t n_panels = std::min<int64_t>(kPanels, (w.n - nb + kNr - 1) / kNr);
-    for (int64_t k0 = 0; k0 < w.k; k0 += kKc) {
-      const int64_t kc = std::min(kKc, w.k - k0);
-      for (int64_t p = 0; p < n_panels; ++p) pack_panel<DT>(w, nb + p * kNr, k0, kc, panels + p * kKc * kNr);
-      for (int64_t m0 = 0; m0 < m; m0 += kMr) {
-        const int64_t mr = std::min(kMr, m - m0);
-        for (int64_t p = 0; p < n_panels; ++p) {
-          const int64_t n0 = nb + p * kNr;
-          kMicroKernels[mr](x + m0 * w.k + k0, w.k, panels + p * kKc * kNr, kc, y + m0 * ldy + n0, ldy,
-                            std::min(kNr, w.n - n0), k0 > 0);
-        }
-      }
-    }
-  });
-}
+};
 
 template <FloatDType DT>
 void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
@@ -200,17 +140,24 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
       small_m_rows<DT>(x, m, w, y, ldy, static_cast<int64_t>(begin), static_cast<int64_t>(end));
     });
   } else {
-    large_m<DT>(x, m, w, y, ldy, pool);
+    avx2::panel_gemm(x, m, w.k, w.n, w.k, y, ldy, pool, FloatPacker<DT>{w});
   }
 }
 
 }  // namespace
 
-void gemm_float_avx2(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
+void gemm_float_avx2(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy,
+                     ThreadPool& pool) {
   switch (w.dtype) {
-    case FloatDType::kF32: gemm_typed<FloatDType::kF32>(x, m, w, y, ldy, pool); break;
-    case FloatDType::kBF16: gemm_typed<FloatDType::kBF16>(x, m, w, y, ldy, pool); break;
-    case FloatDType::kF16: gemm_typed<FloatDType::kF16>(x, m, w, y, ldy, pool); break;
+    case FloatDType::kF32:
+      gemm_typed<FloatDType::kF32>(x, m, w, y, ldy, pool);
+      break;
+    case FloatDType::kBF16:
+      gemm_typed<FloatDType::kBF16>(x, m, w, y, ldy, pool);
+      break;
+    case FloatDType::kF16:
+      gemm_typed<FloatDType::kF16>(x, m, w, y, ldy, pool);
+      break;
   }
 }
 

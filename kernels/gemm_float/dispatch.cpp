@@ -6,6 +6,10 @@ namespace spark::kernels {
 
 void gemm_float(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
   if (m <= 0 || w.n <= 0) return;
+  if (active_isa() >= Isa::kAvx512) {
+    gemm_float_avx512(x, m, w, y, ldy, pool);
+    return;
+  }
   if (active_isa() >= Isa::kAvx2) {
     gemm_float_avx2(x, m, w, y, ldy, pool);
     return;

@@ -6,6 +6,9 @@
 
 namespace spark::kernels {
 
-void gemm_float_avx2(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool);
+void gemm_float_avx2(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy,
+                     ThreadPool& pool);
+void gemm_float_avx512(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy,
+                       ThreadPool& pool);
 
 }  // namespace spark::kernels

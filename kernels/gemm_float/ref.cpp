@@ -7,14 +7,19 @@ namespace spark::kernels {
 
 const char* float_dtype_name(FloatDType dtype) {
   switch (dtype) {
-    case FloatDType::kF32: return "f32";
-    case FloatDType::kBF16: return "bf16";
-    case FloatDType::kF16: return "f16";
+    case FloatDType::kF32:
+      return "f32";
+    case FloatDType::kBF16:
+      return "bf16";
+    case FloatDType::kF16:
+      return "f16";
   }
   return "?";
 }
 
-int float_dtype_size(FloatDType dtype) { return dtype == FloatDType::kF32 ? 4 : 2; }
+int float_dtype_size(FloatDType dtype) {
+  return dtype == FloatDType::kF32 ? 4 : 2;
+}
 
 void float_weight_to_f32(const FloatWeight& w, int64_t offset, int64_t count, float* out) {
   switch (w.dtype) {

@@ -46,20 +46,20 @@ std::map<std::string, std::string> read_index(const std::filesystem::path& path)
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   std::vector<ExpectedTensor> out;
-  out.push_back({"model.embedding.weight", {c.vocab_size, h}});
+  out.push_back({"model.embedding.weight", {c.vocab_size, h}, true});
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     out.push_back({p + "input_layernorm.weight", {h}});
-    out.push_back({p + "self_attn.q_k_v_proj.weight", {c.qkv_dim(), h}});
+    out.push_back({p + "self_attn.q_k_v_proj.weight", {c.qkv_dim(), h}, true});
     out.push_back({p + "self_attn.g_proj.weight", {c.num_heads, h}});
-    out.push_back({p + "self_attn.out_proj.weight", {h, c.q_dim()}});
+    out.push_back({p + "self_attn.out_proj.weight", {h, c.q_dim()}, true});
     out.push_back({p + "post_attention_layernorm.weight", {h}});
-    out.push_back({p + "mlp.gate_proj.weight", {inter, h}});
-    out.push_back({p + "mlp.up_proj.weight", {inter, h}});
-    out.push_back({p + "mlp.down_proj.weight", {h, inter}});
+    out.push_back({p + "mlp.gate_proj.weight", {inter, h}, true});
+    out.push_back({p + "mlp.up_proj.weight", {inter, h}, true});
+    out.push_back({p + "mlp.down_proj.weight", {h, inter}, true});
   }
   out.push_back({"model.norm.weight", {h}});
-  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, h}});
+  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, h}, true});
   return out;
 }
 
@@ -75,7 +75,8 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     std::set<std::string> shard_names;
     for (auto& [_, f] : index) shard_names.insert(f);
     for (const std::string& f : shard_names) {
-      if (!std::filesystem::exists(dir / f)) throw Error((dir / f).string() + ": shard listed in the index is missing");
+      if (!std::filesystem::exists(dir / f))
+        throw Error((dir / f).string() + ": shard listed in the index is missing");
       files_.push_back(std::make_unique<SafetensorsFile>(dir / f));
     }
   } else if (std::filesystem::exists(single_path)) {
@@ -90,7 +91,8 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
       if (!index.empty()) {
         auto it = index.find(name);
         if (it == index.end()) {
-          throw Error(file->path().string() + ": tensor " + name + " is not listed in model.safetensors.index.json");
+          throw Error(file->path().string() + ": tensor " + name +
+                      " is not listed in model.safetensors.index.json");
         }
         if (it->second != fname) {
           throw Error(file->path().string() + ": tensor " + name + " is indexed in " + it->second);
@@ -102,11 +104,21 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     }
   }
   for (const auto& [name, f] : index) {
-    if (!tensors_.count(name)) throw Error((dir / f).string() + ": tensor " + name + " listed in the index is missing");
+    if (!tensors_.count(name))
+      throw Error((dir / f).string() + ": tensor " + name + " listed in the index is missing");
   }
 
   std::set<std::string> expected_names;
+  const bool packed = !config_.quant_format.empty();
   for (const ExpectedTensor& e : expected_tensors(config_)) {
+    if (packed && e.linear) {
+      // Packed tensors: their presence here, their dtypes and shapes when the model views them.
+      for (const char* suffix : {".qweight", ".scales", ".row_sums", ".params"}) expected_names.insert(e.prefix() + suffix);
+      if (!tensors_.count(e.prefix() + ".qweight")) {
+        throw Error((index.empty() ? single_path : index_path).string() + ": missing tensor " + e.prefix() + ".qweight");
+      }
+      continue;
+    }
     expected_names.insert(e.name);
     auto it = tensors_.find(e.name);
     if (it == tensors_.end()) {
@@ -115,16 +127,39 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     }
     const TensorInfo& t = *it->second;
     const std::string where = (dir / t.file).string() + ": tensor " + e.name;
-    if (t.shape != e.shape) throw Error(where + ": shape " + shape_str(t.shape) + ", expected " + shape_str(e.shape));
+    if (t.shape != e.shape)
+      throw Error(where + ": shape " + shape_str(t.shape) + ", expected " + shape_str(e.shape));
     if (t.dtype != "BF16" && t.dtype != "F16" && t.dtype != "F32") {
       throw Error(where + ": dtype " + t.dtype + " is not supported (expected BF16, F16 or F32)");
     }
   }
   for (const auto& [name, t] : tensors_) {
     if (!expected_names.count(name)) {
-      throw Error((dir / t->file).string() + ": unexpected tensor " + name + " (not part of a " + config_.model_type +
-                  " model with this config)");
+      throw Error((dir / t->file).string() + ": unexpected tensor " + name + " (not part of a " +
+                  config_.model_type + " model with this config)");
     }
+  }
+}
+
+Checkpoint::Checkpoint(ModelConfig config, std::vector<MemoryTensor> tensors)
+    : dir_("<memory>"), config_(std::move(config)), memory_(std::move(tensors)) {
+  for (const MemoryTensor& m : memory_) {
+    TensorInfo t;
+    t.name = m.name;
+    t.dtype = m.dtype;
+    t.shape = m.shape;
+    t.data = m.bytes.data();
+    t.nbytes = m.bytes.size();
+    t.file = "<memory>";
+    if (static_cast<uint64_t>(t.numel() * safetensors_dtype_size(t.dtype)) != t.nbytes) {
+      throw Error("in-memory tensor " + t.name + ": byte size does not match shape and dtype");
+    }
+    tensors_[m.name] = &memory_infos_.emplace(m.name, t).first->second;
+  }
+  for (const ExpectedTensor& e : expected_tensors(config_)) {
+    auto it = tensors_.find(e.name);
+    if (it == tensors_.end()) throw Error("in-memory checkpoint: missing tensor " + e.name);
+    if (it->second->shape != e.shape) throw Error("in-memory checkpoint: tensor " + e.name + " has the wrong shape");
   }
 }
 

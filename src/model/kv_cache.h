@@ -1,9 +1,11 @@
-// Key/value storage for the two kinds of attention layer.
-//  - Full-attention layers keep every position, in fixed-size blocks drawn from a shared pool; a block
-//    holds block_size positions of K and V for all full layers, and a sequence owns a table of blocks.
-//  - Sliding layers only ever look back window-1 positions, so each sequence keeps a ring of exactly
-//    window-1 entries per sliding layer; the positions of the chunk being computed are read from the
-//    chunk itself, and its tail is copied into the ring afterwards.
+// Key/value storage for the two kinds of attention layer, carved from one pool of equal-sized pages so a
+// single byte budget covers everything:
+//  - a page holds block_size positions of K and V for every full-attention layer (a "block"); a
+//    sequence's full layers are a table of such blocks, shareable between sequences (refcounted) so a
+//    prefix cache can hand complete blocks to a new sequence without copying;
+//  - sliding layers only ever look back window-1 positions, so a sequence keeps a ring of exactly
+//    window-1 entries per sliding layer (laid over as few pages as hold them). The positions of the chunk
+//    being computed are read from the chunk itself, and its tail is copied into the ring afterwards.
 #pragma once
 
 #include <cstdint>
@@ -14,75 +16,111 @@
 
 namespace spark {
 
-class KvBlockPool {
+class KvPagePool {
  public:
-  // max_blocks == 0: blocks are allocated on demand without limit.
-  KvBlockPool(int num_full_layers, int kv_dim, int block_size, int64_t max_blocks);
+  // budget_bytes == 0: pages are allocated on demand without limit (command-line tools, tests).
+  // Otherwise floor(budget / page) pages are allocated and touched up front, so the budget is resident
+  // memory from the start and is honoured to within one page.
+  KvPagePool(const ModelConfig& config, int block_size, int64_t budget_bytes);
+  ~KvPagePool();
+  KvPagePool(const KvPagePool&) = delete;
+  KvPagePool& operator=(const KvPagePool&) = delete;
 
   int block_size() const { return block_size_; }
-  int64_t bytes_per_block() const { return block_floats_ * static_cast<int64_t>(sizeof(float)); }
-  int64_t max_blocks() const { return max_blocks_; }
-  int64_t blocks_in_use() const { return in_use_; }
-  int64_t blocks_allocated() const { return static_cast<int64_t>(storage_.size()); }
-  int64_t bytes_allocated() const { return blocks_allocated() * bytes_per_block(); }
+  int kv_dim() const { return kv_dim_; }
+  int num_full_layers() const { return num_full_layers_; }
+  int num_sliding_layers() const { return num_sliding_layers_; }
+  int ring_capacity() const { return ring_capacity_; }
+  int64_t page_floats() const { return page_floats_; }
+  int64_t page_bytes() const { return page_floats_ * static_cast<int64_t>(sizeof(float)); }
+  // Pages one sequence's sliding rings occupy.
+  int ring_pages() const { return ring_pages_; }
+  // Bytes of KV per position for one full layer, and per ring entry for one sliding layer (K + V).
+  int64_t bytes_per_token_per_layer() const { return 2 * static_cast<int64_t>(kv_dim_) * sizeof(float); }
 
-  // Returns a free block id, or -1 when the pool is at max_blocks.
+  bool bounded() const { return max_pages_ > 0; }
+  int64_t max_pages() const { return max_pages_; }
+  int64_t pages_allocated() const { return static_cast<int64_t>(pages_.size()); }
+  int64_t bytes_allocated() const { return pages_allocated() * page_bytes(); }
+  int64_t pages_in_use() const { return in_use_; }
+  int64_t pages_free() const { return bounded() ? max_pages_ - in_use_ : INT64_MAX; }
+
+  // A free page with refcount 1, or -1 when the budget is exhausted.
   int allocate();
-  void release(int block);
-
-  float* keys(int block, int full_layer) { return storage_[block].get() + full_layer * 2 * layer_floats_; }
-  float* values(int block, int full_layer) { return keys(block, full_layer) + layer_floats_; }
+  void add_ref(int page) { ++refs_[static_cast<size_t>(page)]; }
+  void release(int page);
+  int refcount(int page) const { return refs_[static_cast<size_t>(page)]; }
+  float* page(int id) { return pages_[static_cast<size_t>(id)]; }
 
  private:
-  int num_full_layers_;
-  int kv_dim_;
   int block_size_;
-  int64_t max_blocks_;
-  int64_t layer_floats_;
-  int64_t block_floats_;
+  int kv_dim_;
+  int num_full_layers_;
+  int num_sliding_layers_;
+  int ring_capacity_;
+  int64_t page_floats_;
+  int ring_pages_;
+  int64_t max_pages_ = 0;
   int64_t in_use_ = 0;
-  std::vector<std::unique_ptr<float[]>> storage_;
+  std::unique_ptr<float[]> arena_;                // bounded pools: one allocation
+  std::vector<std::unique_ptr<float[]>> chunks_;  // unbounded pools: one allocation per page
+  std::vector<float*> pages_;
+  std::vector<int> refs_;
   std::vector<int> free_list_;
 };
 
 class SequenceKv {
  public:
-  SequenceKv(const ModelConfig& config, KvBlockPool& pool);
+  explicit SequenceKv(KvPagePool& pool);
   ~SequenceKv();
   SequenceKv(const SequenceKv&) = delete;
   SequenceKv& operator=(const SequenceKv&) = delete;
 
+  KvPagePool& pool() { return pool_; }
   // Positions already stored (the next chunk starts here).
   int64_t num_tokens() const { return num_tokens_; }
-  // Makes room for positions up to total_tokens - 1 in the full layers; false if the pool ran out
-  // (the sequence is left as it was).
+  // Makes room for positions up to total_tokens - 1 (and the rings, on first use); false if the pool
+  // ran out, in which case the sequence keeps what it had.
   bool reserve(int64_t total_tokens);
+  // Pages reserve(total_tokens) would still need to allocate.
+  int64_t pages_needed(int64_t total_tokens) const;
+  int64_t reserved_tokens() const { return static_cast<int64_t>(blocks_.size()) * pool_.block_size(); }
   // Called by the forward pass once a chunk's K/V are stored.
   void advance(int64_t n) { num_tokens_ += n; }
-  // Frees every block and forgets all positions.
+  // Frees every page and forgets all positions.
   void clear();
 
-  int ring_capacity() const { return ring_capacity_; }
-  float* full_keys(int full_layer, int64_t pos);
-  float* full_values(int full_layer, int64_t pos);
+  // Adopts a cached prefix of num_tokens positions: shares its complete blocks, copies a trailing partial
+  // block, and copies the ring snapshot taken at exactly that position. The sequence must be empty.
+  // False (sequence left empty) if the pool cannot supply the pages.
+  bool adopt_prefix(const std::vector<int>& blocks, const std::vector<int>& ring_snapshot,
+                    int64_t num_tokens);
+  // Copies the current rings into fresh pages (a snapshot at num_tokens()); empty if the pool is full.
+  std::vector<int> snapshot_ring();
+
+  int ring_capacity() const { return pool_.ring_capacity(); }
+  float* full_keys(int full_layer, int64_t pos) { return full_entry(full_layer, pos, 0); }
+  float* full_values(int full_layer, int64_t pos) { return full_entry(full_layer, pos, 1); }
   float* ring_keys(int sliding_layer, int64_t pos) { return ring_entry(sliding_layer, pos, 0); }
   float* ring_values(int sliding_layer, int64_t pos) { return ring_entry(sliding_layer, pos, 1); }
 
   const std::vector<int>& blocks() const { return blocks_; }
-  int64_t reserved_tokens() const { return static_cast<int64_t>(blocks_.size()) * pool_.block_size(); }
-  int64_t ring_bytes() const { return static_cast<int64_t>(ring_.size() * sizeof(float)); }
+  const std::vector<int>& ring() const { return ring_; }
+  int64_t pages_held() const { return static_cast<int64_t>(blocks_.size() + ring_.size()); }
+  // Bytes the sliding rings hold: exactly window-1 entries per sliding layer (the last page may have room
+  // to spare, which ring_bytes_reserved counts).
+  int64_t ring_bytes() const;
+  int64_t ring_bytes_reserved() const { return static_cast<int64_t>(ring_.size()) * pool_.page_bytes(); }
 
  private:
-  float* ring_entry(int sliding_layer, int64_t pos, int kv) {
-    return ring_.data() + ((static_cast<int64_t>(sliding_layer) * 2 + kv) * ring_capacity_ + pos % ring_capacity_) * kv_dim_;
-  }
+  float* full_entry(int full_layer, int64_t pos, int kv);
+  float* ring_entry(int sliding_layer, int64_t pos, int kv);
+  bool ensure_ring();
 
-  KvBlockPool& pool_;
-  int kv_dim_;
-  int ring_capacity_;
+  KvPagePool& pool_;
   int64_t num_tokens_ = 0;
   std::vector<int> blocks_;
-  std::vector<float> ring_;  // [sliding layer][K, V][window - 1][kv_dim]
+  std::vector<int> ring_;
 };
 
 }  // namespace spark

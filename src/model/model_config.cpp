@@ -76,7 +76,8 @@ RopeParams parse_rope(const ConfigReader& r, const json& params, const std::stri
     }
   }
   for (const char* scaling_key : {"factor", "original_max_position_embeddings"}) {
-    if (params.contains(scaling_key)) r.fail(key, "rope scaling is not supported (" + std::string(scaling_key) + ")");
+    if (params.contains(scaling_key))
+      r.fail(key, "rope scaling is not supported (" + std::string(scaling_key) + ")");
   }
   auto theta = params.find("rope_theta");
   if (theta == params.end() || !theta->is_number() || theta->get<double>() <= 0) {
@@ -92,7 +93,8 @@ RopeParams parse_rope(const ConfigReader& r, const json& params, const std::stri
   double dims = factor * head_dim;
   int rd = static_cast<int>(dims + 0.5);
   if (std::abs(dims - rd) > 1e-6 || rd % 2 != 0 || rd == 0) {
-    r.fail(key, "partial_rotary_factor * head_dim = " + std::to_string(dims) + " is not a positive even integer");
+    r.fail(key,
+           "partial_rotary_factor * head_dim = " + std::to_string(dims) + " is not a positive even integer");
   }
   return RopeParams{theta->get<double>(), rd};
 }
@@ -105,7 +107,9 @@ int ModelConfig::num_sliding_layers() const {
   return n;
 }
 
-int ModelConfig::num_full_layers() const { return num_layers - num_sliding_layers(); }
+int ModelConfig::num_full_layers() const {
+  return num_layers - num_sliding_layers();
+}
 
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
   json j;
@@ -162,8 +166,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   const json* types = r.find("layer_types");
   if (types == nullptr || !types->is_array()) r.fail("layer_types", "missing or not a list");
   if (static_cast<int>(types->size()) != c.num_layers) {
-    r.fail("layer_types", "has " + std::to_string(types->size()) + " entries for " + std::to_string(c.num_layers) +
-                              " layers");
+    r.fail("layer_types", "has " + std::to_string(types->size()) + " entries for " +
+                              std::to_string(c.num_layers) + " layers");
   }
   for (const auto& t : *types) {
     if (t == "sliding_attention") {
@@ -181,12 +185,28 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     r.fail("rope_parameters", "needs both full_attention and sliding_attention entries");
   }
   c.rope_full = parse_rope(r, rope->at("full_attention"), "rope_parameters.full_attention", c.head_dim);
-  c.rope_sliding = parse_rope(r, rope->at("sliding_attention"), "rope_parameters.sliding_attention", c.head_dim);
+  c.rope_sliding =
+      parse_rope(r, rope->at("sliding_attention"), "rope_parameters.sliding_attention", c.head_dim);
 
   c.bos_token_id = static_cast<int>(r.integer_or("bos_token_id", 0));
   c.eos_token_id = static_cast<int>(r.integer_or("eos_token_id", 1));
   c.pad_token_id = static_cast<int>(r.integer_or("pad_token_id", 2));
   c.dtype = r.string_or("dtype", r.string_or("torch_dtype", "bfloat16"));
+  if (const json* q = r.find("quantization_config"); q != nullptr && !q->is_null()) {
+    if (!q->is_object()) r.fail("quantization_config", "must be an object");
+    const std::string method = q->value("quant_method", "");
+    if (method != "spark") {
+      r.fail("quantization_config", "quant_method '" + method + "' is not supported (only spark-quantize output)");
+    }
+    c.quant_format = q->value("format", "");
+    if (c.quant_format != "int8" && c.quant_format != "w4a8" && c.quant_format != "w4a16") {
+      r.fail("quantization_config", "format '" + c.quant_format + "' is not one of int8, w4a8, w4a16");
+    }
+    if (!q->contains("layout_version") || !(*q)["layout_version"].is_number_integer()) {
+      r.fail("quantization_config", "layout_version missing");
+    }
+    c.quant_layout_version = (*q)["layout_version"].get<int>();
+  }
   return c;
 }
 

@@ -17,9 +17,8 @@ int64_t TensorInfo::numel() const {
 
 int safetensors_dtype_size(const std::string& dtype) {
   static const std::map<std::string, int> sizes = {
-      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
-      {"I8", 1},  {"U8", 1},  {"U16", 2}, {"U32", 4},  {"U64", 8}, {"BOOL", 1}, {"F8_E4M3", 1},
-      {"F8_E5M2", 1}};
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},  {"I32", 4},     {"I16", 2},    {"I8", 1},
+      {"U8", 1},  {"U16", 2}, {"U32", 4}, {"U64", 8},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -27,7 +26,8 @@ int safetensors_dtype_size(const std::string& dtype) {
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path) {
   const std::string fname = path.filename().string();
   auto fail = [&](const std::string& what) -> void { throw Error(path.string() + ": " + what); };
-  if (file_.size() < 8) fail("truncated file: " + std::to_string(file_.size()) + " bytes, shorter than the header length");
+  if (file_.size() < 8)
+    fail("truncated file: " + std::to_string(file_.size()) + " bytes, shorter than the header length");
   uint64_t header_len = 0;
   std::memcpy(&header_len, file_.data(), 8);  // little-endian on every target we build for
   if (header_len > file_.size() - 8) {
@@ -68,7 +68,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
     auto shape = entry.find("shape");
     if (shape == entry.end() || !shape->is_array()) tfail("missing shape");
     for (auto& d : *shape) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) tfail("shape has a non-integer or negative dimension");
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        tfail("shape has a non-integer or negative dimension");
       t.shape.push_back(d.get<int64_t>());
     }
     auto offsets = entry.find("data_offsets");
@@ -80,8 +81,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
     uint64_t end = (*offsets)[1].get<uint64_t>();
     if (end < begin) tfail("data_offsets end before they begin");
     if (end > data_size) {
-      tfail("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] run past the end of the data (" +
-            std::to_string(data_size) + " bytes): truncated file?");
+      tfail("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+            "] run past the end of the data (" + std::to_string(data_size) + " bytes): truncated file?");
     }
     uint64_t want = static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(elem);
     if (end - begin != want) {
@@ -107,7 +108,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<cons
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const TensorToWrite* t : tensors) {
-    header[t->name] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->bytes.size()}}};
+    header[t->name] = {
+        {"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->bytes.size()}}};
     offset += t->bytes.size();
   }
   std::string text = header.dump();

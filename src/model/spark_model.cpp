@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
+#include "gemm/path_report.h"
 #include "spark/error.h"
 
 namespace spark {
@@ -72,16 +74,109 @@ FloatWeight float_weight_from(const TensorInfo& t) {
   return w;
 }
 
+void parse_quant_option(const std::string& value, const std::string& priority, ModelOptions& options) {
+  if (priority == "speed") {
+    options.priority = QuantPriority::kSpeed;
+  } else if (priority == "fidelity") {
+    options.priority = QuantPriority::kFidelity;
+  } else {
+    throw Error("--priority must be speed or fidelity, not '" + priority + "'");
+  }
+  if (value == "none") {
+    options.quant = QuantChoice::kAsStored;
+  } else if (value == "auto") {
+    options.quant = QuantChoice::kAuto;
+  } else {
+    options.quant = QuantChoice::kExplicit;
+    options.format = kernels::parse_weight_format(value);
+  }
+}
+
+kernels::QuantizedWeight load_linear(const Checkpoint& ck, const std::string& prefix) {
+  const ModelConfig& c = ck.config();
+  if (c.quant_format.empty()) return kernels::float_weight_view(float_weight_from(ck.tensor(prefix + ".weight")));
+  if (c.quant_layout_version != kernels::kLayoutVersion) {
+    throw Error(ck.dir().string() + ": packed layout version " + std::to_string(c.quant_layout_version) +
+                " was written by another spark-quantize (this build reads version " +
+                std::to_string(kernels::kLayoutVersion) + "): quantize the checkpoint again");
+  }
+  int64_t n = 0, k = 0;
+  for (const ExpectedTensor& e : expected_tensors(c)) {
+    if (e.linear && e.prefix() == prefix) {
+      n = e.shape[0];
+      k = e.shape[1];
+    }
+  }
+  static const std::map<std::string, kernels::TensorDType> dtypes = {
+      {"I8", kernels::TensorDType::kI8},   {"U8", kernels::TensorDType::kU8},   {"I32", kernels::TensorDType::kI32},
+      {"F16", kernels::TensorDType::kF16}, {"BF16", kernels::TensorDType::kBF16}, {"F32", kernels::TensorDType::kF32}};
+  std::vector<kernels::PackedTensor> packed;
+  for (const char* part : {"qweight", "scales", "row_sums", "params"}) {
+    const std::string name = prefix + "." + part;
+    if (!ck.has_tensor(name)) continue;
+    const TensorInfo& t = ck.tensor(name);
+    auto dt = dtypes.find(t.dtype);
+    if (dt == dtypes.end()) throw Error(t.file + ": tensor " + name + ": dtype " + t.dtype + " is not a packed dtype");
+    packed.push_back({part, dt->second, t.shape, t.data, static_cast<size_t>(t.nbytes)});
+  }
+  return kernels::view_packed_tensors(kernels::parse_weight_format(c.quant_format), n, k, packed,
+                                      ck.dir().string() + ": " + prefix);
+}
+
+namespace {
+
+kernels::WeightFormat choose_format(const Checkpoint& ck, const ModelOptions& o) {
+  const ModelConfig& c = ck.config();
+  const kernels::WeightFormat stored =
+      !c.quant_format.empty() ? kernels::parse_weight_format(c.quant_format)
+                              : float_weight_view(float_weight_from(ck.tensor("model.embedding.weight"))).format;
+  if (o.quant == QuantChoice::kAsStored) return stored;
+  kernels::WeightFormat want = o.format;
+  if (o.quant == QuantChoice::kAuto) {
+    const kernels::HardwareReport report = kernels::hardware_report();
+    const char* use = o.priority == QuantPriority::kFidelity ? "fidelity" : "single-stream decode";
+    want = kernels::WeightFormat::kW4A16;
+    for (const auto& a : report.advice) {
+      if (a.use == use) want = a.format;
+    }
+  }
+  if (!c.quant_format.empty() && want != stored) {
+    throw Error(ck.dir().string() + ": this checkpoint is pre-quantized to " + c.quant_format +
+                "; it cannot be converted to " + kernels::weight_format_name(want) +
+                " (load the original float checkpoint instead)");
+  }
+  return want;
+}
+
+// Weights kept as stored need no conversion work, so no pool threads either.
+ThreadPool& inline_pool() {
+  static ThreadPool pool(1);  // size 1 runs every task on the caller: safe to share between threads
+  return pool;
+}
+
+}  // namespace
+
 SparkModel::SparkModel(std::shared_ptr<const Checkpoint> checkpoint, int64_t max_model_len)
+    : SparkModel(std::move(checkpoint), ModelOptions{max_model_len}, inline_pool()) {}
+
+SparkModel::SparkModel(std::shared_ptr<const Checkpoint> checkpoint, const ModelOptions& options, ThreadPool& pool)
     : checkpoint_(std::move(checkpoint)),
       config_(checkpoint_->config()),
-      max_model_len_(max_model_len),
-      rope_sliding_(config_.rope_sliding, max_model_len),
-      rope_full_(config_.rope_full, max_model_len) {
-  if (max_model_len <= 0) throw Error("max_model_len must be positive");
+      max_model_len_(options.max_model_len),
+      rope_sliding_(config_.rope_sliding, options.max_model_len),
+      rope_full_(config_.rope_full, options.max_model_len) {
+  if (options.max_model_len <= 0) throw Error("max_model_len must be positive");
   const Checkpoint& ck = *checkpoint_;
-  embedding_ = float_weight_from(ck.tensor("model.embedding.weight"));
-  lm_head_ = config_.tie_word_embeddings ? embedding_ : float_weight_from(ck.tensor("lm_head.weight"));
+  format_ = choose_format(ck, options);
+  // A linear weight in the chosen format: viewed in place when the checkpoint already holds it that way,
+  // else quantized (row blocks, so only the result is allocated).
+  auto linear = [&](const std::string& prefix) {
+    kernels::QuantizedWeight w = load_linear(ck, prefix);
+    if (w.format == format_) return w;
+    return kernels::quantize_weight(w.as_float(), format_, pool);
+  };
+  embedding_ = linear("model.embedding");
+  lm_head_ = config_.tie_word_embeddings ? embedding_ : linear("lm_head");
   final_norm_ = vector_from(ck.tensor("model.norm.weight"));
   int n_sliding = 0, n_full = 0;
   for (int i = 0; i < config_.num_layers; ++i) {
@@ -91,14 +186,39 @@ SparkModel::SparkModel(std::shared_ptr<const Checkpoint> checkpoint, int64_t max
     l.type_index = l.type == LayerType::kSliding ? n_sliding++ : n_full++;
     l.attn_norm = vector_from(ck.tensor(p + "input_layernorm.weight"));
     l.ffn_norm = vector_from(ck.tensor(p + "post_attention_layernorm.weight"));
-    l.qkv = float_weight_from(ck.tensor(p + "self_attn.q_k_v_proj.weight"));
-    l.gate = float_weight_from(ck.tensor(p + "self_attn.g_proj.weight"));
-    l.out = float_weight_from(ck.tensor(p + "self_attn.out_proj.weight"));
-    l.ffn_gate = float_weight_from(ck.tensor(p + "mlp.gate_proj.weight"));
-    l.ffn_up = float_weight_from(ck.tensor(p + "mlp.up_proj.weight"));
-    l.ffn_down = float_weight_from(ck.tensor(p + "mlp.down_proj.weight"));
+    l.qkv = linear(p + "self_attn.q_k_v_proj");
+    l.gate = kernels::float_weight_view(float_weight_from(ck.tensor(p + "self_attn.g_proj.weight")));
+    l.out = linear(p + "self_attn.out_proj");
+    l.ffn_gate = linear(p + "mlp.gate_proj");
+    l.ffn_up = linear(p + "mlp.up_proj");
+    l.ffn_down = linear(p + "mlp.down_proj");
     layers_.push_back(std::move(l));
   }
+}
+
+int64_t SparkModel::weight_bytes() const {
+  int64_t n = static_cast<int64_t>(embedding_.bytes());
+  if (!config_.tie_word_embeddings) n += static_cast<int64_t>(lm_head_.bytes());
+  for (const Layer& l : layers_) {
+    for (const auto* w : {&l.qkv, &l.gate, &l.out, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) n += static_cast<int64_t>(w->bytes());
+  }
+  return n;
+}
+
+std::vector<std::pair<std::string, const kernels::QuantizedWeight*>> SparkModel::linear_weights() const {
+  std::vector<std::pair<std::string, const kernels::QuantizedWeight*>> out;
+  out.emplace_back("model.embedding", &embedding_);
+  if (!config_.tie_word_embeddings) out.emplace_back("lm_head", &lm_head_);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const Layer& l = layers_[i];
+    out.emplace_back(p + "self_attn.q_k_v_proj", &l.qkv);
+    out.emplace_back(p + "self_attn.out_proj", &l.out);
+    out.emplace_back(p + "mlp.gate_proj", &l.ffn_gate);
+    out.emplace_back(p + "mlp.up_proj", &l.ffn_up);
+    out.emplace_back(p + "mlp.down_proj", &l.ffn_down);
+  }
+  return out;
 }
 
 void SparkModel::store_kv(const Layer& layer, std::span<const SequenceChunk> chunks) {
@@ -107,7 +227,8 @@ void SparkModel::store_kv(const Layer& layer, std::span<const SequenceChunk> chu
     const SequenceChunk& ch = chunks[c];
     const int64_t start = ch.kv->num_tokens();
     int64_t first = 0;
-    if (layer.type == LayerType::kSliding) first = std::max<int64_t>(0, ch.num_tokens - ch.kv->ring_capacity());
+    if (layer.type == LayerType::kSliding)
+      first = std::max<int64_t>(0, ch.num_tokens - ch.kv->ring_capacity());
     for (int64_t i = first; i < ch.num_tokens; ++i) {
       const float* row = qkv_.data() + (chunk_begin_[c] + i) * qkv_dim;
       const int64_t pos = start + i;
@@ -154,7 +275,8 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
     // ones from the cache (ring or blocks).
     auto key = [&](int64_t kp) -> const float* {
       if (kp >= start) return qkv_.data() + (row0 + kp - start) * qkv_dim + q_dim + kv_off;
-      return (sliding ? ch.kv->ring_keys(layer.type_index, kp) : ch.kv->full_keys(layer.type_index, kp)) + kv_off;
+      return (sliding ? ch.kv->ring_keys(layer.type_index, kp) : ch.kv->full_keys(layer.type_index, kp)) +
+             kv_off;
     };
     auto value = [&](int64_t kp) -> const float* {
       if (kp >= start) return qkv_.data() + (row0 + kp - start) * qkv_dim + q_dim + kv_dim + kv_off;
@@ -191,7 +313,8 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
   });
 }
 
-void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits, ThreadPool& pool) {
+void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits,
+                         ThreadPool& pool) {
   const ModelConfig& c = config_;
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   const int q_dim = c.q_dim(), qkv_dim = c.qkv_dim(), n_heads = c.num_heads;
@@ -206,7 +329,8 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
       throw Error("sequence of " + std::to_string(start + ch.num_tokens) + " tokens exceeds max_model_len " +
                   std::to_string(max_model_len_));
     }
-    if (c.num_full_layers() > 0 && ch.kv->reserved_tokens() < start + ch.num_tokens) {
+    if (ch.kv->reserved_tokens() < start + ch.num_tokens ||
+        (c.num_sliding_layers() > 0 && ch.kv->ring().empty())) {
       throw Error("forward: KV space not reserved for the chunk (SequenceKv::reserve)");
     }
     for (int64_t i = 0; i < ch.num_tokens; ++i) {
@@ -218,7 +342,7 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
     }
     chunk_begin_.push_back(total);
     total += ch.num_tokens;
-    logit_rows += ch.all_logits ? ch.num_tokens : 1;
+    logit_rows += ch.logits == LogitsMode::kAll ? ch.num_tokens : ch.logits == LogitsMode::kLast ? 1 : 0;
   }
   x_.resize(static_cast<size_t>(total * hidden));
   h_.resize(x_.size());
@@ -232,8 +356,7 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
   int64_t row = 0;
   for (const SequenceChunk& ch : chunks) {
     for (int64_t i = 0; i < ch.num_tokens; ++i, ++row) {
-      kernels::float_weight_to_f32(embedding_, static_cast<int64_t>(ch.tokens[i]) * hidden, hidden,
-                                   x_.data() + row * hidden);
+      kernels::dequantize_row(embedding_, ch.tokens[i], x_.data() + row * hidden);
     }
   }
   tap("embed", -1, x_.data(), total, hidden);
@@ -243,9 +366,9 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
     rms_norm_rows(x_.data(), layer.attn_norm.data(), h_.data(), total, hidden, c.rms_norm_eps, pool);
     tap("attn_norm", li, h_.data(), total, hidden);
 
-    kernels::gemm_float(h_.data(), total, layer.qkv, qkv_.data(), qkv_dim, pool);
+    kernels::gemm(h_.data(), total, layer.qkv, qkv_.data(), qkv_dim, pool);
     tap("qkv", li, qkv_.data(), total, qkv_dim);
-    kernels::gemm_float(h_.data(), total, layer.gate, gate_.data(), n_heads, pool);
+    kernels::gemm(h_.data(), total, layer.gate, gate_.data(), n_heads, pool);
     for (float& g : gate_) {
       const float s = 1.0f / (1.0f + std::exp(-g));
       g = c.gate_activation == GateActivation::kSigmoid ? s : g * s;
@@ -269,15 +392,15 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
     if (layer.type == LayerType::kSliding) store_kv(layer, chunks);
     tap("attn_out", li, attn_.data(), total, q_dim);
 
-    kernels::gemm_float(attn_.data(), total, layer.out, proj_.data(), hidden, pool);
+    kernels::gemm(attn_.data(), total, layer.out, proj_.data(), hidden, pool);
     tap("attn_proj", li, proj_.data(), total, hidden);
     for (size_t i = 0; i < x_.size(); ++i) x_[i] += proj_[i];
     tap("resid_attn", li, x_.data(), total, hidden);
 
     rms_norm_rows(x_.data(), layer.ffn_norm.data(), h_.data(), total, hidden, c.rms_norm_eps, pool);
     tap("ffn_norm", li, h_.data(), total, hidden);
-    kernels::gemm_float(h_.data(), total, layer.ffn_gate, ffn_gate_.data(), inter, pool);
-    kernels::gemm_float(h_.data(), total, layer.ffn_up, ffn_up_.data(), inter, pool);
+    kernels::gemm(h_.data(), total, layer.ffn_gate, ffn_gate_.data(), inter, pool);
+    kernels::gemm(h_.data(), total, layer.ffn_up, ffn_up_.data(), inter, pool);
     tap("ffn_gate", li, ffn_gate_.data(), total, inter);
     tap("ffn_up", li, ffn_up_.data(), total, inter);
     pool.parallel_for(ffn_gate_.size(), 4096, [&](size_t begin, size_t end) {
@@ -288,7 +411,7 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
       }
     });
     tap("ffn_act", li, ffn_gate_.data(), total, inter);
-    kernels::gemm_float(ffn_gate_.data(), total, layer.ffn_down, proj_.data(), hidden, pool);
+    kernels::gemm(ffn_gate_.data(), total, layer.ffn_down, proj_.data(), hidden, pool);
     tap("ffn_out", li, proj_.data(), total, hidden);
     for (size_t i = 0; i < x_.size(); ++i) x_[i] += proj_[i];
     tap("resid", li, x_.data(), total, hidden);
@@ -299,15 +422,21 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
   int64_t out_row = 0;
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const SequenceChunk& ch = chunks[ci];
-    const int64_t first = ch.all_logits ? 0 : ch.num_tokens - 1;
+    if (ch.logits == LogitsMode::kNone) continue;
+    const int64_t first = ch.logits == LogitsMode::kAll ? 0 : ch.num_tokens - 1;
     for (int64_t i = first; i < ch.num_tokens; ++i, ++out_row) {
       std::copy_n(x_.data() + (chunk_begin_[ci] + i) * hidden, hidden, head_in_.data() + out_row * hidden);
     }
   }
-  rms_norm_rows(head_in_.data(), final_norm_.data(), head_in_.data(), logit_rows, hidden, c.rms_norm_eps, pool);
-  tap("final_norm", -1, head_in_.data(), logit_rows, hidden);
   logits.resize(static_cast<size_t>(logit_rows * c.vocab_size));
-  kernels::gemm_float(head_in_.data(), logit_rows, lm_head_, logits.data(), c.vocab_size, pool);
+  if (logit_rows == 0) {
+    for (const SequenceChunk& ch : chunks) ch.kv->advance(ch.num_tokens);
+    return;
+  }
+  rms_norm_rows(head_in_.data(), final_norm_.data(), head_in_.data(), logit_rows, hidden, c.rms_norm_eps,
+                pool);
+  tap("final_norm", -1, head_in_.data(), logit_rows, hidden);
+  kernels::gemm(head_in_.data(), logit_rows, lm_head_, logits.data(), c.vocab_size, pool);
   tap("logits", -1, logits.data(), logit_rows, c.vocab_size);
 
   for (const SequenceChunk& ch : chunks) ch.kv->advance(ch.num_tokens);

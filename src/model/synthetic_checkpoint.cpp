@@ -3,18 +3,20 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "chat/default_template.h"
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
 #include "spark/error.h"
 #include "spark/model_config.h"
 #include "tokenizer/synthetic_tokenizer.h"
 #include "util/half.h"
+#include "util/thread_pool.h"
 
 namespace spark {
 
@@ -78,8 +80,8 @@ InitRule init_rule(const std::string& name, const std::vector<int64_t>& shape) {
   return {0.0, 1.0 / std::sqrt(fan_in)};
 }
 
-TensorToWrite make_tensor(const std::string& name, const std::vector<int64_t>& shape, const std::string& dtype,
-                          uint64_t seed) {
+TensorToWrite make_tensor(const std::string& name, const std::vector<int64_t>& shape,
+                          const std::string& dtype, uint64_t seed) {
   TensorToWrite t;
   t.name = name;
   t.dtype = dtype;
@@ -151,6 +153,7 @@ void write_synthetic_checkpoint(const SyntheticCheckpointOptions& options, const
     write_text(dir / "model.safetensors.index.json", index.dump(2) + "\n");
   }
 
+  write_text(dir / "chat_template.jinja", spark_default_chat_template());
   write_text(dir / "tokenizer.json", synthetic_tokenizer_json(config.vocab_size, options.seed) + "\n");
   write_text(dir / "tokenizer_config.json",
              synthetic_tokenizer_config_json(config.vocab_size, config.max_position_embeddings) + "\n");
@@ -161,6 +164,37 @@ void write_synthetic_checkpoint(const SyntheticCheckpointOptions& options, const
                                 {"temperature", 1.0},
                                 {"top_p", 0.95}};
   write_text(dir / "generation_config.json", gen.dump(2) + "\n");
+}
+
+std::shared_ptr<const Checkpoint> make_random_checkpoint(const std::string& config_json, uint64_t seed,
+                                                         ThreadPool& pool) {
+  ModelConfig config = parse_model_config(config_json, "random-weights config");
+  std::vector<Checkpoint::MemoryTensor> tensors;
+  for (const ExpectedTensor& e : expected_tensors(config)) {
+    Checkpoint::MemoryTensor t{e.name, "BF16", e.shape, {}};
+    int64_t n = 1;
+    for (int64_t d : e.shape) n *= d;
+    t.bytes.resize(static_cast<size_t>(n * 2));
+    const InitRule rule = init_rule(e.name, e.shape);
+    // Uniform on [-a, a] has std a / sqrt(3).
+    const float a = static_cast<float>(rule.std * std::sqrt(3.0));
+    const float mean = static_cast<float>(rule.mean);
+    auto* out = reinterpret_cast<uint16_t*>(t.bytes.data());
+    const uint64_t base = seed ^ fnv1a(e.name);
+    constexpr int64_t kChunk = 1 << 16;
+    pool.parallel_for(static_cast<size_t>((n + kChunk - 1) / kChunk), 1, [&](size_t begin, size_t end) {
+      for (size_t c = begin; c < end; ++c) {
+        Rng rng(base + c * 0x9e3779b97f4a7c15ULL);
+        const int64_t lo = static_cast<int64_t>(c) * kChunk, hi = std::min(n, lo + kChunk);
+        for (int64_t i = lo; i < hi; ++i) {
+          const float u = static_cast<float>(static_cast<double>(rng.next() >> 40) * (1.0 / 16777216.0));
+          out[i] = f32_to_bf16(mean + a * (2.0f * u - 1.0f));
+        }
+      }
+    });
+    tensors.push_back(std::move(t));
+  }
+  return std::make_shared<const Checkpoint>(std::move(config), std::move(tensors));
 }
 
 std::vector<std::string> builtin_config_names() {
@@ -180,11 +214,14 @@ std::string builtin_config(const std::string& name) {
   return it->second;
 }
 
+// The folder name carries a format version: a generator change that alters the files bumps it.
+constexpr const char* kDemoName = "demo-v2";
+
 std::filesystem::path ensure_demo_checkpoint(const std::filesystem::path& cache_dir) {
-  // The folder name carries a format version: a generator change that alters the files bumps it.
-  const auto dir = cache_dir / "demo-v1";
-  if (std::filesystem::exists(dir / "model.safetensors") && std::filesystem::exists(dir / "tokenizer.json")) return dir;
-  const auto tmp = cache_dir / ("demo-v1.tmp" + std::to_string(::getpid()));
+  const auto dir = cache_dir / kDemoName;
+  if (std::filesystem::exists(dir / "model.safetensors") && std::filesystem::exists(dir / "tokenizer.json"))
+    return dir;
+  const auto tmp = cache_dir / (std::string(kDemoName) + ".tmp" + std::to_string(::getpid()));
   std::filesystem::remove_all(tmp);
   write_synthetic_checkpoint({builtin_config("demo"), 20261130, "BF16", 1}, tmp);
   std::filesystem::remove_all(dir);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,13 @@ struct SyntheticCheckpointOptions {
 // Writes the folder (created if needed). Values depend only on the seed and the tensor's name and
 // shape, so the same seed gives the same weights whatever the sharding or dtype.
 void write_synthetic_checkpoint(const SyntheticCheckpointOptions& options, const std::filesystem::path& dir);
+
+// The same model held in memory, for benchmarks at real shapes (the 1.7B is 3.4 GB of bf16): no files
+// are written. Weights are filled in parallel with a fast uniform generator of the same scale as the
+// file generator's (speed does not depend on the values, only their dtype and shape).
+class Checkpoint;
+class ThreadPool;
+std::shared_ptr<const Checkpoint> make_random_checkpoint(const std::string& config_json, uint64_t seed, ThreadPool& pool);
 
 // Names of the configs compiled into the binary (the files under configs/) and their text.
 std::vector<std::string> builtin_config_names();

@@ -45,7 +45,8 @@ std::vector<int32_t> parse_ids(const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != item.size() || v < 0 || v > INT32_MAX) throw Error("--prompt-ids: '" + item + "' is not a token id");
+    if (used != item.size() || v < 0 || v > INT32_MAX)
+      throw Error("--prompt-ids: '" + item + "' is not a token id");
     ids.push_back(static_cast<int32_t>(v));
   }
   if (ids.empty()) throw Error("--prompt-ids: no token ids given");
@@ -74,8 +75,8 @@ int run_generate(const GenerateOptions& o) {
   SparkModel model(checkpoint, max_len);
   ThreadPool pool(o.threads > 0 ? o.threads : ThreadPool::default_threads());
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) in {:.2f} s; max_model_len {}, {} threads", dir.string(),
-               cfg.num_layers, cfg.hidden_size, cfg.vocab_size, load_s, max_len, pool.size());
+  spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) in {:.2f} s; max_model_len {}, {} threads",
+               dir.string(), cfg.num_layers, cfg.hidden_size, cfg.vocab_size, load_s, max_len, pool.size());
 
   const std::vector<int32_t> prompt = parse_ids(o.prompt_ids);
   if (static_cast<int64_t>(prompt.size()) + o.max_tokens > max_len) {
@@ -83,21 +84,23 @@ int run_generate(const GenerateOptions& o) {
                 " new tokens exceeds max_model_len " + std::to_string(max_len));
   }
 
-  KvBlockPool kv_pool(cfg.num_full_layers(), cfg.kv_dim(), 16, 0);
-  SequenceKv kv(cfg, kv_pool);
+  KvPagePool kv_pool(cfg, 16, 0);
+  SequenceKv kv(kv_pool);
   std::vector<float> all_logits;  // [rows, vocab]: every prompt position, then every decode step
   std::vector<float> step_logits;
   int step = 0;
   if (!o.dump_dir.empty()) {
     std::filesystem::create_directories(o.dump_dir);
-    model.set_activation_tap([&](const std::string& name, int layer, const float* data, int64_t rows, int64_t cols) {
-      std::string file = name + (layer >= 0 ? ".L" + std::to_string(layer) : "") + ".step" + std::to_string(step) + ".npy";
+    model.set_activation_tap([&](const std::string& name, int layer, const float* data, int64_t rows,
+                                 int64_t cols) {
+      std::string file =
+          name + (layer >= 0 ? ".L" + std::to_string(layer) : "") + ".step" + std::to_string(step) + ".npy";
       write_npy_f32(std::filesystem::path(o.dump_dir) / file, data, {rows, cols});
     });
   }
   auto run_chunk = [&](const int32_t* tokens, int64_t n) {
     if (!kv.reserve(kv.num_tokens() + n)) throw Error("KV cache exhausted");
-    SequenceChunk chunk{&kv, tokens, n, true};
+    SequenceChunk chunk{&kv, tokens, n, LogitsMode::kAll};
     model.forward(std::span<const SequenceChunk>(&chunk, 1), step_logits, pool);
     all_logits.insert(all_logits.end(), step_logits.begin(), step_logits.end());
     ++step;
@@ -108,7 +111,8 @@ int run_generate(const GenerateOptions& o) {
   for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(chunk)) {
     run_chunk(prompt.data() + i, std::min<int64_t>(chunk, static_cast<int64_t>(prompt.size() - i)));
   }
-  const double prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_prefill).count();
+  const double prefill_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_prefill).count();
 
   const int vocab = cfg.vocab_size;
   nlohmann::json steps = nlohmann::json::array();
@@ -143,8 +147,8 @@ int run_generate(const GenerateOptions& o) {
                           {"prefill_s", prefill_s}, {"decode_s", decode_s},       {"max_model_len", max_len}};
     std::printf("%s\n", out.dump().c_str());
   } else {
-    std::printf("prefill %zu tokens: %.3f s; decode %zu tokens: %.3f s\n", prompt.size(), prefill_s, generated.size(),
-                decode_s);
+    std::printf("prefill %zu tokens: %.3f s; decode %zu tokens: %.3f s\n", prompt.size(), prefill_s,
+                generated.size(), decode_s);
   }
   return 0;
 }
@@ -153,14 +157,17 @@ int run_generate(const GenerateOptions& o) {
 
 void add_generate_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<GenerateOptions>();
-  CLI::App* cmd = app.add_subcommand("generate", "Greedy-decode from token ids, printing each step's top logits");
+  CLI::App* cmd =
+      app.add_subcommand("generate", "Greedy-decode from token ids, printing each step's top logits");
   cmd->add_option("--model", opts->model_dir, "Checkpoint folder (default: the built-in random-weight demo)");
   cmd->add_option("--prompt-ids", opts->prompt_ids, "Comma-separated prompt token ids")->required();
   cmd->add_option("-n,--max-tokens", opts->max_tokens, "Tokens to generate")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--top", opts->top, "Top logits to print per step")->check(CLI::Range(1, 100));
-  cmd->add_option("--prefill-chunk", opts->prefill_chunk, "Prefill chunk size (0: whole prompt at once, 1: token "
-                                                          "by token)");
-  cmd->add_option("--max-model-len", opts->max_model_len, "Context length (default: model limit, capped at 32768)");
+  cmd->add_option("--prefill-chunk", opts->prefill_chunk,
+                  "Prefill chunk size (0: whole prompt at once, 1: token "
+                  "by token)");
+  cmd->add_option("--max-model-len", opts->max_model_len,
+                  "Context length (default: model limit, capped at 32768)");
   cmd->add_option("-t,--threads", opts->threads, "Compute threads (default: physical cores)");
   cmd->add_flag("--stop-at-eos", opts->stop_at_eos, "Stop when EOS is generated");
   cmd->add_flag("--json", opts->json, "Print one JSON object instead of text");

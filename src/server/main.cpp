@@ -7,6 +7,8 @@
 #include <cstdio>
 
 #include "server/generate_command.h"
+#include "server/hw_command.h"
+#include "server/serve_command.h"
 #include "server/tokenize_command.h"
 #include "spark/error.h"
 
@@ -14,12 +16,16 @@ int main(int argc, char** argv) {
   // Logs go to stderr: stdout carries command output (token ids, JSON) that scripts parse.
   spdlog::set_default_logger(spdlog::stderr_color_mt("spark"));
   CLI::App app{"spark-server: CPU inference server for Spark-X2.5 models"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
   int exit_code = 0;
+  auto serve = spark::add_serve_options(app);
   spark::add_generate_command(app, exit_code);
+  spark::add_hw_command(app, exit_code);
   spark::add_tokenize_commands(app, exit_code);
   try {
     app.parse(argc, argv);
+    // No subcommand: serve.
+    if (app.get_subcommands().empty()) exit_code = serve();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const spark::Error& e) {

@@ -41,7 +41,8 @@ void write_npy_f32(const std::filesystem::path& path, const float* data, const s
   write_npy(path, "<f4", data, sizeof(float), shape);
 }
 
-void write_npy_i32(const std::filesystem::path& path, const int32_t* data, const std::vector<int64_t>& shape) {
+void write_npy_i32(const std::filesystem::path& path, const int32_t* data,
+                   const std::vector<int64_t>& shape) {
   write_npy(path, "<i4", data, sizeof(int32_t), shape);
 }
 

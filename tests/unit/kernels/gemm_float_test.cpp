@@ -61,13 +61,15 @@ void check_against_reference(GemmFn fn, const char* label) {
               double mag = 0;
               for (int64_t kk = 0; kk < k; ++kk) mag += std::fabs(x[i * k + kk] * wrow[kk]);
               const float got = y[i * ldy + j], want = ref[i * ldy + j];
-              ASSERT_TRUE(std::isfinite(got)) << label << " unwritten output m=" << m << " n=" << n << " k=" << k;
+              ASSERT_TRUE(std::isfinite(got))
+                  << label << " unwritten output m=" << m << " n=" << n << " k=" << k;
               ASSERT_LE(std::fabs(got - want), 1e-5 * mag + 1e-30)
-                  << label << " " << float_dtype_name(dtype) << " m=" << m << " n=" << n << " k=" << k << " at ("
-                  << i << "," << j << ")";
+                  << label << " " << float_dtype_name(dtype) << " m=" << m << " n=" << n << " k=" << k
+                  << " at (" << i << "," << j << ")";
             }
             for (int64_t i = 0; i < m; ++i) {
-              for (int64_t j2 = n; j2 < ldy; ++j2) ASSERT_TRUE(std::isnan(y[i * ldy + j2])) << label << " wrote past N";
+              for (int64_t j2 = n; j2 < ldy; ++j2)
+                ASSERT_TRUE(std::isnan(y[i * ldy + j2])) << label << " wrote past N";
             }
           }
         }
@@ -85,6 +87,11 @@ TEST(GemmFloat, DispatchMatchesReference) {
 TEST(GemmFloat, Avx2MatchesReference) {
   if (!cpu_supports(Isa::kAvx2)) GTEST_SKIP() << "skipped: CPU lacks AVX2+FMA+F16C";
   check_against_reference(gemm_float_avx2, "avx2");
+}
+
+TEST(GemmFloat, Avx512MatchesReference) {
+  if (!cpu_supports(Isa::kAvx512)) GTEST_SKIP() << "skipped: CPU lacks " << isa_requirements(Isa::kAvx512);
+  check_against_reference(gemm_float_avx512, "avx512");
 }
 
 }  // namespace spark::kernels

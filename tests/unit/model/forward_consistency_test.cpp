@@ -36,18 +36,18 @@ class ForwardConsistency : public ::testing::Test {
                          int64_t* blocks = nullptr) {
     SparkModel model(*checkpoint_, 1024);
     const ModelConfig& cfg = model.config();
-    KvBlockPool pool(cfg.num_full_layers(), cfg.kv_dim(), 16, 0);
-    SequenceKv kv(cfg, pool);
+    KvPagePool pool(cfg, 16, 0);
+    SequenceKv kv(pool);
     std::vector<float> all, step;
     for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(chunk)) {
       int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(tokens.size() - i));
       EXPECT_TRUE(kv.reserve(kv.num_tokens() + n));
-      SequenceChunk c{&kv, tokens.data() + i, n, true};
+      SequenceChunk c{&kv, tokens.data() + i, n, LogitsMode::kAll};
       model.forward(std::span<const SequenceChunk>(&c, 1), step, pool_);
       all.insert(all.end(), step.begin(), step.end());
     }
     if (ring_bytes) *ring_bytes = kv.ring_bytes();
-    if (blocks) *blocks = pool.blocks_in_use();
+    if (blocks) *blocks = static_cast<int64_t>(kv.blocks().size());
     return all;
   }
 
@@ -91,12 +91,12 @@ TEST_F(ForwardConsistency, ChunkingDoesNotChangeLogits) {
 TEST_F(ForwardConsistency, BatchedStepEqualsSeparateSteps) {
   SparkModel model(*checkpoint_, 1024);
   const ModelConfig& cfg = model.config();
-  KvBlockPool pool(cfg.num_full_layers(), cfg.kv_dim(), 16, 0);
+  KvPagePool pool(cfg, 16, 0);
   const auto a = random_tokens(70, 2), b = random_tokens(9, 3);
-  SequenceKv ka(cfg, pool), kb(cfg, pool);
+  SequenceKv ka(pool), kb(pool);
   ASSERT_TRUE(ka.reserve(70));
   ASSERT_TRUE(kb.reserve(9));
-  SequenceChunk chunks[2] = {{&ka, a.data(), 70, true}, {&kb, b.data(), 9, false}};
+  SequenceChunk chunks[2] = {{&ka, a.data(), 70, LogitsMode::kAll}, {&kb, b.data(), 9, LogitsMode::kLast}};
   std::vector<float> batched;
   model.forward(std::span<const SequenceChunk>(chunks, 2), batched, pool_);
   const size_t vocab = static_cast<size_t>(cfg.vocab_size);
@@ -112,23 +112,23 @@ TEST_F(ForwardConsistency, SlidingMemoryStaysAtTheRingAfterFiveWindows) {
   const int64_t n = 5 * cfg.sliding_window;
   int64_t ring_bytes = 0, blocks = 0;
   run(random_tokens(static_cast<size_t>(n), 4), 7, &ring_bytes, &blocks);
-  EXPECT_EQ(ring_bytes, static_cast<int64_t>(cfg.num_sliding_layers()) * (cfg.sliding_window - 1) * 2 * cfg.kv_dim() *
-                            static_cast<int64_t>(sizeof(float)));
+  EXPECT_EQ(ring_bytes, static_cast<int64_t>(cfg.num_sliding_layers()) * (cfg.sliding_window - 1) * 2 *
+                            cfg.kv_dim() * static_cast<int64_t>(sizeof(float)));
   EXPECT_EQ(blocks, (n + 15) / 16);  // only full layers grow with the sequence
 }
 
 TEST_F(ForwardConsistency, RejectsPositionsPastMaxModelLenAndBadTokenIds) {
   SparkModel model(*checkpoint_, 8);
   const ModelConfig& cfg = model.config();
-  KvBlockPool pool(cfg.num_full_layers(), cfg.kv_dim(), 16, 0);
-  SequenceKv kv(cfg, pool);
+  KvPagePool pool(cfg, 16, 0);
+  SequenceKv kv(pool);
   ASSERT_TRUE(kv.reserve(16));
   std::vector<float> logits;
   auto tokens = random_tokens(9, 5);
-  SequenceChunk too_long{&kv, tokens.data(), 9, false};
+  SequenceChunk too_long{&kv, tokens.data(), 9, LogitsMode::kLast};
   EXPECT_THROW(model.forward(std::span<const SequenceChunk>(&too_long, 1), logits, pool_), Error);
   tokens[0] = cfg.vocab_size;
-  SequenceChunk bad_id{&kv, tokens.data(), 2, false};
+  SequenceChunk bad_id{&kv, tokens.data(), 2, LogitsMode::kLast};
   EXPECT_THROW(model.forward(std::span<const SequenceChunk>(&bad_id, 1), logits, pool_), Error);
   EXPECT_EQ(kv.num_tokens(), 0);  // a rejected step leaves the sequence untouched
 }

@@ -65,7 +65,11 @@ TEST(ModelConfig, FailsClosedOnUnsupportedSettings) {
   expect_error(with(base, [](auto& j) { j["mlp_bias"] = true; }), "mlp_bias");
   expect_error(with(base, [](auto& j) { j["gate_attn_act_mode"] = "tanh"; }), "gate_attn_act_mode");
   expect_error(with(base, [](auto& j) { j["hidden_act"] = "relu"; }), "hidden_act");
-  expect_error(with(base, [](auto& j) { j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}}; }), "rope_scaling");
+  expect_error(with(base,
+                    [](auto& j) {
+                      j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+                    }),
+               "rope_scaling");
   expect_error(with(base, [](auto& j) { j["rope_parameters"]["full_attention"]["rope_type"] = "yarn"; }),
                "rope scaling");
   expect_error(with(base, [](auto& j) { j["model_type"] = "llama"; }), "model_type");

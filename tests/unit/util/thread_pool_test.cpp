@@ -27,6 +27,8 @@ TEST(ThreadPool, ParallelForCoversTheRangeWithoutOverlap) {
   for (int v : seen) EXPECT_EQ(v, 1);
 }
 
-TEST(ThreadPool, DefaultThreadsIsPositive) { EXPECT_GE(ThreadPool::default_threads(), 1); }
+TEST(ThreadPool, DefaultThreadsIsPositive) {
+  EXPECT_GE(ThreadPool::default_threads(), 1);
+}
 
 }  // namespace spark

@@ -1,0 +1,316 @@
+// spark-bench: llama-bench-style measurements of prefill (ppN), decode (tgN) and concurrent generation
+// (concN) with medians over repetitions, the kernel path, load time and anonymous memory.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "bench_report.h"
+#include "cpu/cpu_features.h"
+#include "model/spark_model.h"
+#include "model/synthetic_checkpoint.h"
+#include "spark/engine.h"
+#include "spark/error.h"
+#include "util/process_memory.h"
+
+#ifndef SPARK_GIT_COMMIT
+#define SPARK_GIT_COMMIT "unknown"
+#endif
+
+namespace spark {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchOptions {
+  std::string model_dir;
+  std::string random_weights;
+  std::vector<std::string> quants = {"auto"};
+  std::vector<int> threads;
+  int n_prompt = 512;
+  int n_gen = 128;
+  int reps = 5;
+  std::vector<int> concurrency;
+  int conc_prompt = 128;
+  int conc_gen = 128;
+  std::string output = "md";
+  std::string plot;
+  uint64_t seed = 1;
+};
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::vector<int32_t> random_tokens(int n, int vocab, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> dist(14, vocab - 1);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& v : t) v = dist(rng);
+  return t;
+}
+
+struct Stats {
+  double median, min, max;
+};
+
+Stats summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  const double median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return {median, v.front(), v.back()};
+}
+
+void progress(const std::string& what) { std::fprintf(stderr, "spark-bench: %s\n", what.c_str()); }
+
+// Runs `once` reps + 1 times (the first is a warm-up), returning tokens/s of the timed ones.
+std::vector<double> repeat(int reps, const std::string& label, const std::function<double()>& once) {
+  std::vector<double> rates;
+  for (int r = 0; r <= reps; ++r) {
+    const double rate = once();
+    progress(label + (r == 0 ? " warm-up" : " rep " + std::to_string(r) + "/" + std::to_string(reps)) + ": " +
+             std::to_string(rate) + " t/s");
+    if (r > 0) rates.push_back(rate);
+  }
+  return rates;
+}
+
+int run(const BenchOptions& o) {
+  if (o.model_dir.empty() == o.random_weights.empty()) throw Error("give exactly one of -m DIR or --random-weights CONFIG");
+  for (const auto& q : o.quants) {
+    if (q != "auto") throw Error("--quant " + q + ": only 'auto' (the checkpoint's own dtype) is available in this build");
+  }
+  const int max_threads = *std::max_element(o.threads.begin(), o.threads.end());
+
+  // Load, sampling RssAnon meanwhile for its peak.
+  std::atomic<bool> loading{true};
+  std::atomic<int64_t> peak{read_process_memory().rss_anon_bytes};
+  std::thread sampler([&] {
+    while (loading.load()) {
+      peak = std::max<int64_t>(peak.load(), read_process_memory().rss_anon_bytes);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  const auto t0 = Clock::now();
+  std::shared_ptr<const Checkpoint> checkpoint;
+  std::string desc;
+  {
+    ThreadPool load_pool(max_threads);
+    if (!o.model_dir.empty()) {
+      checkpoint = std::make_shared<const Checkpoint>(o.model_dir);
+      desc = o.model_dir;
+    } else {
+      std::string text;
+      if (std::filesystem::exists(o.random_weights)) {
+        std::ifstream in(o.random_weights);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+      } else {
+        text = builtin_config(o.random_weights);
+      }
+      checkpoint = make_random_checkpoint(text, o.seed, load_pool);
+      const bool file = std::filesystem::exists(o.random_weights);
+      desc = (file ? std::filesystem::path(o.random_weights).filename().string() : o.random_weights) + " (random weights)";
+    }
+  }
+  const int64_t max_len = std::max(o.n_prompt + o.n_gen, o.conc_prompt + o.conc_gen) + 16;
+  auto model = std::make_shared<SparkModel>(checkpoint, max_len);
+  const double load_s = seconds_since(t0);
+  loading = false;
+  sampler.join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int64_t settled = read_process_memory().rss_anon_bytes;
+  peak = std::max<int64_t>(peak.load(), settled);
+  const ModelConfig& cfg = model->config();
+  const std::string dtype = checkpoint->tensor("model.layers.0.mlp.up_proj.weight").dtype;
+  const std::string kernel_path = std::string(kernels::isa_name(kernels::active_isa())) + " f32 x " + dtype;
+  progress("loaded " + desc + " in " + std::to_string(load_s) + " s; kernels " + kernel_path);
+
+  std::vector<BenchRow> rows;
+  std::mt19937 rng(static_cast<uint32_t>(o.seed));
+  for (const std::string& quant : o.quants) {
+    for (int threads : o.threads) {
+      ThreadPool pool(threads);
+      BenchRow base;
+      base.quant = quant == "auto" ? dtype : quant;
+      base.kernel_path = kernel_path;
+      base.threads = threads;
+      base.load_s = load_s;
+      base.rss_anon_settled_bytes = settled;
+      base.rss_anon_peak_bytes = peak.load();
+      base.commit = SPARK_GIT_COMMIT;
+      KvPagePool kv_pool(cfg, 16, 0);
+      std::vector<float> logits;
+      if (o.n_prompt > 0) {
+        BenchRow row = base;
+        row.test = "pp" + std::to_string(o.n_prompt);
+        row.n_prompt = o.n_prompt;
+        const auto tokens = random_tokens(o.n_prompt, cfg.vocab_size, rng);
+        int64_t kv_bytes = 0;
+        auto rates = repeat(o.reps, row.test + " t=" + std::to_string(threads), [&] {
+          SequenceKv kv(kv_pool);
+          kv.reserve(o.n_prompt);
+          SequenceChunk chunk{&kv, tokens.data(), o.n_prompt, LogitsMode::kLast};
+          const auto t = Clock::now();
+          model->forward(std::span<const SequenceChunk>(&chunk, 1), logits, pool);
+          kv_bytes = kv.pages_held() * kv_pool.page_bytes();
+          return o.n_prompt / seconds_since(t);
+        });
+        const Stats s = summarize(rates);
+        row.tokens_per_s_median = s.median;
+        row.tokens_per_s_min = s.min;
+        row.tokens_per_s_max = s.max;
+        row.kv_bytes = kv_bytes;
+        rows.push_back(row);
+      }
+      if (o.n_gen > 0) {
+        BenchRow row = base;
+        row.test = "tg" + std::to_string(o.n_gen);
+        row.n_gen = o.n_gen;
+        const auto tokens = random_tokens(o.n_gen, cfg.vocab_size, rng);
+        int64_t kv_bytes = 0;
+        auto rates = repeat(o.reps, row.test + " t=" + std::to_string(threads), [&] {
+          SequenceKv kv(kv_pool);
+          kv.reserve(o.n_gen);
+          const auto t = Clock::now();
+          for (int i = 0; i < o.n_gen; ++i) {
+            SequenceChunk chunk{&kv, tokens.data() + i, 1, LogitsMode::kLast};
+            model->forward(std::span<const SequenceChunk>(&chunk, 1), logits, pool);
+          }
+          kv_bytes = kv.pages_held() * kv_pool.page_bytes();
+          return o.n_gen / seconds_since(t);
+        });
+        const Stats s = summarize(rates);
+        row.tokens_per_s_median = s.median;
+        row.tokens_per_s_min = s.min;
+        row.tokens_per_s_max = s.max;
+        row.kv_bytes = kv_bytes;
+        rows.push_back(row);
+      }
+      for (int n : o.concurrency) {
+        BenchRow row = base;
+        row.test = "conc" + std::to_string(n);
+        row.n_prompt = o.conc_prompt;
+        row.n_gen = o.conc_gen;
+        row.concurrency = n;
+        // Exactly the KV the run needs: n sequences' rings and blocks.
+        EngineOptions eo;
+        eo.threads = threads;
+        eo.max_num_seqs = std::max(64, n);
+        eo.max_queued_requests = std::max(256, n);
+        eo.enable_prefix_caching = false;  // random prompts: the cache would only cost ring copies
+        const int64_t seq_pages = kv_pool.ring_pages() + (o.conc_prompt + o.conc_gen + 15) / 16 + 1;
+        eo.kv_cache_memory_bytes = n * seq_pages * kv_pool.page_bytes();
+        Engine engine(model, eo);
+        auto rates = repeat(o.reps, row.test + " t=" + std::to_string(threads), [&] {
+          std::vector<std::shared_ptr<RequestHandle>> handles;
+          const auto t = Clock::now();
+          for (int i = 0; i < n; ++i) {
+            GenerationRequest req;
+            req.prompt = random_tokens(o.conc_prompt, cfg.vocab_size, rng);
+            req.params.temperature = 0;
+            req.params.max_tokens = o.conc_gen;
+            req.params.ignore_eos = true;
+            handles.push_back(engine.submit(std::move(req)));
+          }
+          int64_t generated = 0;
+          for (auto& h : handles) {
+            std::vector<TokenEvent> ev;
+            while (!h->wait(ev, std::chrono::milliseconds(100))) {
+            }
+            generated += static_cast<int64_t>(ev.size());
+          }
+          return static_cast<double>(generated) / seconds_since(t);
+        });
+        const Stats s = summarize(rates);
+        row.tokens_per_s_median = s.median;
+        row.tokens_per_s_min = s.min;
+        row.tokens_per_s_max = s.max;
+        row.kv_bytes = engine.stats().kv_bytes_allocated;
+        rows.push_back(row);
+      }
+    }
+  }
+
+  if (o.output == "json") {
+    std::fputs(format_json(rows).c_str(), stdout);
+  } else if (o.output == "csv") {
+    std::fputs(format_csv(rows).c_str(), stdout);
+  } else {
+    std::fputs(format_markdown(rows, desc).c_str(), stdout);
+  }
+  if (!o.plot.empty()) {
+    std::ofstream svg(o.plot);
+    svg << plot_svg(rows, "spark-bench: " + desc);
+    if (!svg) throw Error(o.plot + ": cannot write");
+  }
+  return 0;
+}
+
+}  // namespace
+
+}  // namespace spark
+
+int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("spark-bench"));
+  spdlog::set_level(spdlog::level::warn);
+  spark::BenchOptions o;
+  CLI::App app{"spark-bench: prefill, decode and concurrency throughput of spark-server's engine"};
+  std::string threads = std::to_string(spark::ThreadPool::default_threads());
+  std::string conc;
+  std::string quants = "auto";
+  app.add_option("-m,--model", o.model_dir, "Checkpoint folder");
+  app.add_option("--random-weights", o.random_weights,
+                 "A config.json (or built-in name: spark-x2.5-1.7b, spark-x2.5-4b, tiny, demo) with random weights");
+  app.add_option("--quant", quants, "Comma list of weight formats (auto: the checkpoint's dtype)");
+  app.add_option("-t,--threads", threads, "Comma list of thread counts")->capture_default_str();
+  app.add_option("-p,--n-prompt", o.n_prompt, "Prefill tokens (0: skip)")->capture_default_str();
+  app.add_option("-n,--n-gen", o.n_gen, "Decode tokens (0: skip)")->capture_default_str();
+  app.add_option("-r,--reps", o.reps, "Timed repetitions (one warm-up is added)")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--concurrency", conc, "Comma list of concurrent sequence counts (e.g. 1,2,4,8,16,32,64)");
+  app.add_option("--conc-prompt", o.conc_prompt, "Prompt tokens per concurrent sequence")->capture_default_str();
+  app.add_option("--conc-gen", o.conc_gen, "Generated tokens per concurrent sequence")->capture_default_str();
+  app.add_option("-o,--output", o.output, "md, json or csv")->check(CLI::IsMember({"md", "json", "csv"}));
+  app.add_option("--plot", o.plot, "Write an SVG of tokens/s vs concurrency (or threads)");
+  app.add_option("--seed", o.seed, "Seed of the random weights and tokens");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    auto split_ints = [](const std::string& s, const char* flag) {
+      std::vector<int> v;
+      std::stringstream ss(s);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        if (item.empty()) continue;
+        try {
+          size_t used = 0;
+          int x = std::stoi(item, &used);
+          if (used != item.size() || x < 1) throw std::invalid_argument(item);
+          v.push_back(x);
+        } catch (const std::exception&) {
+          throw spark::Error(std::string(flag) + ": '" + item + "' is not a positive integer");
+        }
+      }
+      return v;
+    };
+    o.threads = split_ints(threads, "--threads");
+    if (o.threads.empty()) throw spark::Error("--threads: give at least one thread count");
+    o.concurrency = split_ints(conc, "--concurrency");
+    o.quants.clear();
+    std::stringstream ss(quants);
+    std::string q;
+    while (std::getline(ss, q, ',')) {
+      if (!q.empty()) o.quants.push_back(q);
+    }
+    return spark::run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

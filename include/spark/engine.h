@@ -1,0 +1,148 @@
+// The public engine API: create an Engine over a loaded model, submit generation requests, read each
+// request's tokens as they are produced. The engine runs a continuous-batching scheduler on its own
+// thread: every step mixes the decode tokens of running sequences with chunks of pending prefills, runs
+// each weight GEMM once over all of them, and lets requests join and leave between steps.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace spark {
+
+class SparkModel;
+
+struct EngineOptions {
+  int max_num_seqs = 64;              // running sequences per step
+  int max_num_batched_tokens = 512;   // tokens per step (decode tokens + prefill chunks)
+  int max_queued_requests = 256;      // waiting requests beyond which submit() refuses (HTTP 429)
+  int64_t kv_cache_memory_bytes = 0;  // exact KV budget; 0: kv_cache_fraction of available memory
+  double kv_cache_fraction = 0.25;    // of MemAvailable at start-up, when no byte budget is given
+  int block_size = 16;                // positions per KV block (the prefix-cache granularity)
+  bool enable_prefix_caching = true;
+  int threads = 0;  // compute threads; 0: physical cores
+};
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0: greedy
+  float top_p = 1.0f;
+  int top_k = 0;  // 0: off
+  float min_p = 0.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+  std::optional<uint64_t> seed;
+  std::map<int32_t, float> logit_bias;
+  int logprobs = -1;  // -1: none; k >= 0: the chosen token's logprob and the top k
+  int max_tokens = 16;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+};
+
+// Adjusts logits before sampling (constrained decoding, forced tokens). Called on the engine thread.
+class LogitsProcessor {
+ public:
+  virtual ~LogitsProcessor() = default;
+  // May set logits to -infinity to forbid tokens; must leave at least one finite.
+  virtual void process(std::span<float> logits) = 0;
+  // The token that was chosen.
+  virtual void accept(int32_t token) = 0;
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  std::shared_ptr<LogitsProcessor> processor;
+};
+
+struct TokenEvent {
+  int32_t token = 0;
+  float logprob = 0.0f;  // of the model's distribution (raw logits), when logprobs were asked for
+  std::vector<std::pair<int32_t, float>> top_logprobs;
+};
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* finish_reason_name(FinishReason reason);
+
+// Why a request was refused at submit().
+class EngineRejection : public std::runtime_error {
+ public:
+  enum class Kind { kInvalid, kTooLong, kQueueFull, kShuttingDown };
+  EngineRejection(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+class RequestState;
+
+// The caller's side of a submitted request. Thread-safe.
+class RequestHandle {
+ public:
+  explicit RequestHandle(std::shared_ptr<RequestState> state) : state_(std::move(state)) {}
+  // Waits up to `timeout` for new tokens or the end; appends new tokens to `out` and returns true when
+  // the request has finished (reason() is then set).
+  bool wait(std::vector<TokenEvent>& out, std::chrono::milliseconds timeout);
+  // Stops generation at the next engine step and frees the request's cache (client gone, stop string).
+  void cancel();
+  FinishReason reason() const;
+  std::string error() const;
+  int64_t prompt_tokens() const;
+  int64_t cached_prompt_tokens() const;    // prompt tokens served from the prefix cache
+  int64_t computed_prompt_tokens() const;  // prompt tokens actually run through the model
+
+ private:
+  std::shared_ptr<RequestState> state_;
+};
+
+struct EngineStats {
+  int64_t requests_submitted = 0;
+  int64_t requests_finished = 0;
+  int64_t requests_cancelled = 0;
+  int64_t requests_rejected = 0;
+  int64_t prompt_tokens = 0;
+  int64_t computed_prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
+  int64_t prefix_cache_hit_tokens = 0;
+  int64_t prefix_cache_entries = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+  int waiting = 0;
+  int running = 0;
+  int64_t kv_pages_total = 0;
+  int64_t kv_pages_used = 0;
+  int64_t kv_page_bytes = 0;
+  int64_t kv_bytes_allocated = 0;
+};
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<SparkModel> model, const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Throws EngineRejection when it can never run (too long for max_model_len or for
+  // the whole KV budget, bad parameters) or the waiting queue is full.
+  std::shared_ptr<RequestHandle> submit(GenerationRequest request);
+  EngineStats stats() const;
+  const EngineOptions& options() const;
+  const SparkModel& model() const;
+  // Finishes queued and running requests as cancelled and stops the scheduler thread.
+  void shutdown();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace spark

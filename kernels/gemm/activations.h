@@ -1,0 +1,33 @@
+// Dynamic per-token int8 quantization of activations for the integer GEMMs (kInt8, kW4A8), and the
+// per-thread scratch memory the GEMMs use for it (no allocation per call once warm).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "util/thread_pool.h"
+
+namespace spark::kernels {
+
+struct QuantizedActivations {
+  int64_t m = 0;
+  int64_t k_pad = 0;              // row stride of q; columns past k hold zero
+  int64_t groups = 0;             // number of 128-wide groups with a sum in group_sums (0: none computed)
+  int8_t* q = nullptr;            // [m][k_pad]: q, or q + 128 stored as a byte when offset128
+  float* scale = nullptr;         // [m]: x ≈ q · scale
+  int32_t* group_sums = nullptr;  // [m][groups]: Σ q over each group of 128 columns (signed q)
+};
+
+// Symmetric per row: scale = max|x| / 127, q = round-half-even(x · (127 / max|x|)) in [-127, 127]; a row
+// of zeros gets scale 0. offset128 stores q + 128 (the unsigned operand vpdpbusd wants). rows_multiple
+// rounds the rows up with zero rows (AMX tiles take 16 rows at a time). The result lives in the calling
+// thread's scratch slot 0 until its next call. pool may be null (single thread).
+QuantizedActivations quantize_activations(const float* x, int64_t m, int64_t k, int64_t k_pad, int64_t groups,
+                                          bool offset128, ThreadPool* pool, int64_t rows_multiple = 1);
+
+// Per-thread scratch: `bytes` bytes, 64-byte aligned, contents undefined; valid until the same thread asks
+// for the same slot again. Slot 0 belongs to quantize_activations.
+void* scratch(int slot, size_t bytes);
+constexpr int kScratchSlots = 4;
+
+}  // namespace spark::kernels

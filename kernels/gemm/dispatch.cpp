@@ -1,0 +1,155 @@
+#include "gemm/dispatch.h"
+
+#include "gemm_float/gemm_float_isa.h"
+#include "spark/error.h"
+
+namespace spark::kernels {
+
+namespace {
+
+enum class Kernel {
+  kScalar,
+  kFloatAvx2,
+  kFloatAvx512,
+  kInt8Avx2,
+  kInt8Avx512,
+  kW4A8Avx2,
+  kW4A8Avx512,
+  kW4A16Avx2,
+  kW4A16Avx512,
+  kInt8Amx,
+  kW4A8Amx,
+};
+
+void float_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                ThreadPool& pool) {
+  gemm_float_avx2(x, m, w.as_float(), y, ldy, pool);
+}
+
+void float_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                  ThreadPool& pool) {
+  gemm_float_avx512(x, m, w.as_float(), y, ldy, pool);
+}
+
+Kernel select_kernel(WeightFormat format, int64_t m, Isa isa, bool bf16_activations) {
+  (void)bf16_activations;
+  if (isa == Isa::kScalar) return Kernel::kScalar;
+  const bool avx512 = isa >= Isa::kAvx512;
+  const bool amx_tiles = isa >= Isa::kAmx && m > kDecodeMaxM;
+  switch (format) {
+    case WeightFormat::kF32:
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16:
+      return avx512 ? Kernel::kFloatAvx512 : Kernel::kFloatAvx2;
+    case WeightFormat::kInt8:
+      if (amx_tiles) return Kernel::kInt8Amx;
+      return avx512 ? Kernel::kInt8Avx512 : Kernel::kInt8Avx2;
+    case WeightFormat::kW4A8:
+      if (amx_tiles) return Kernel::kW4A8Amx;
+      return avx512 ? Kernel::kW4A8Avx512 : Kernel::kW4A8Avx2;
+    case WeightFormat::kW4A16:
+      return avx512 ? Kernel::kW4A16Avx512 : Kernel::kW4A16Avx2;
+  }
+  throw Error("select_gemm: unknown weight format");
+}
+
+GemmFn kernel_fn(Kernel k) {
+  switch (k) {
+    case Kernel::kScalar:
+      return gemm_scalar;
+    case Kernel::kFloatAvx2:
+      return float_avx2;
+    case Kernel::kFloatAvx512:
+      return float_avx512;
+    case Kernel::kInt8Avx2:
+      return gemm_int8_avx2;
+    case Kernel::kInt8Avx512:
+      return gemm_int8_avx512;
+    case Kernel::kW4A8Avx2:
+      return gemm_w4a8_avx2;
+    case Kernel::kW4A8Avx512:
+      return gemm_w4a8_avx512;
+    case Kernel::kW4A16Avx2:
+      return gemm_w4a16_avx2;
+    case Kernel::kW4A16Avx512:
+      return gemm_w4a16_avx512;
+    case Kernel::kInt8Amx:
+      return gemm_int8_amx;
+    case Kernel::kW4A8Amx:
+      return gemm_w4a8_amx;
+  }
+  return gemm_scalar;
+}
+
+}  // namespace
+
+GemmFn select_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_activations) {
+  return kernel_fn(select_kernel(format, m, isa, bf16_activations));
+}
+
+GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_activations) {
+  const bool decode = m <= kDecodeMaxM;
+  const std::string fmt = weight_format_name(format);
+  const std::string rows =
+      decode ? "m <= " + std::to_string(kDecodeMaxM) +
+                   ": every weight is read once and reused from registers for all rows"
+             : "m > " + std::to_string(kDecodeMaxM) + ": M x N tiles, weights reused from cache";
+  switch (select_kernel(format, m, isa, bf16_activations)) {
+    case Kernel::kScalar:
+      return {fmt + " scalar reference", "no AVX2+FMA+F16C on this CPU (or SPARK_FORCE_ISA=scalar)"};
+    case Kernel::kFloatAvx2:
+    case Kernel::kFloatAvx512: {
+      const bool avx512 = isa >= Isa::kAvx512;
+      return {fmt + (avx512 ? " avx512" : " avx2") + (decode ? " row dots" : " widened panels"),
+              decode ? rows + "; bandwidth-bound, weights widened to f32 in registers"
+                     : rows + "; exact f32 products on a " + (avx512 ? "12x32" : "6x16") + " register tile"};
+    }
+    case Kernel::kInt8Avx2:
+      return {"int8 avx2 " + std::string(decode ? "gemv" : "tiles"),
+              rows + "; vpmaddubsw with the sign trick (|x| times sign-adjusted w) cannot saturate"};
+    case Kernel::kInt8Avx512:
+      return {"int8 avx512-vnni " + std::string(decode ? "gemv" : "tiles"),
+              rows + "; vpdpbusd on (x + 128) x w, exact after subtracting 128 x stored row sums"};
+    case Kernel::kW4A8Avx2:
+      return {"w4a8 avx2 " + std::string(decode ? "gemv" : "tiles"),
+              rows + "; nibbles unpacked in registers into vpmaddubsw (q <= 15 cannot saturate)"};
+    case Kernel::kW4A8Avx512:
+      return {"w4a8 avx512-vnni " + std::string(decode ? "gemv" : "tiles"),
+              rows + "; nibbles unpacked in registers into vpdpbusd, zero point via activation group sums"};
+    case Kernel::kInt8Amx:
+      return {"int8 amx tiles",
+              rows +
+                  "; tdpbssd on 16x64 activation by 64x16 weight tiles (the packed lines are "
+                  "B-tile rows), 16x the multiply-adds of vpdpbusd per instruction"};
+    case Kernel::kW4A8Amx:
+      return {"w4a8 amx tiles",
+              rows +
+                  "; each task unpacks its weight blocks to bytes once, tdpbsud per group of "
+                  "128, zero point via activation group sums"};
+    case Kernel::kW4A16Avx2:
+    case Kernel::kW4A16Avx512: {
+      const std::string isa_word = isa >= Isa::kAvx512 ? " avx512" : " avx2";
+      if (decode) {
+        return {"w4a16" + isa_word + " gemv (widen in registers)",
+                rows + "; per group scale * sum(x*q) + min * sum(x): 4.25 bits read per weight"};
+      }
+      return {"w4a16" + isa_word + " dequantized panels",
+              "m > " + std::to_string(kDecodeMaxM) +
+                  ": a per-row 4-bit GEMV costs m times the unpacking, so weights are dequantized once per "
+                  "tile and reused by every row (f32 micro-kernel)"};
+    }
+  }
+  return {fmt, ""};
+}
+
+void gemm_at(Isa isa, const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+             ThreadPool& pool) {
+  if (m <= 0 || w.n <= 0) return;
+  select_gemm(w.format, m, isa, w.bf16_activations)(x, m, w, y, ldy, pool);
+}
+
+void gemm(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
+  gemm_at(active_isa(), x, m, w, y, ldy, pool);
+}
+
+}  // namespace spark::kernels

@@ -1,0 +1,46 @@
+// Per-instruction-set bodies of gemm() for the quantized formats, each in its own translation unit
+// compiled with its own target flags. Only dispatch.cpp (and the tests, after checking cpu_supports)
+// call them. Every body picks its decode or prefill shape from m with the constants below, which the
+// path report quotes.
+#pragma once
+
+#include "gemm/activations.h"
+#include "gemm/weight.h"
+
+namespace spark::kernels {
+
+// Up to this many activation rows a GEMM streams each weight once and reuses it from registers for
+// every row (decode, the output head, small batches); above, it works on M x N tiles.
+constexpr int64_t kDecodeMaxM = 4;
+
+using GemmFn = void (*)(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                        ThreadPool& pool);
+
+// Scalar tier: gemm_ref's arithmetic split over the pool by output rows.
+void gemm_scalar(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                 ThreadPool& pool);
+// Rows [n_begin, n_end) of gemm_ref, given the activations it quantized (integer formats only).
+void gemm_ref_rows(const float* x, int64_t m, const QuantizedWeight& w, const QuantizedActivations* a,
+                   float* y, int64_t ldy, int64_t n_begin, int64_t n_end);
+
+void gemm_int8_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                    ThreadPool& pool);
+void gemm_w4a8_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                    ThreadPool& pool);
+void gemm_w4a16_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                     ThreadPool& pool);
+
+void gemm_int8_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                      ThreadPool& pool);
+void gemm_w4a8_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                      ThreadPool& pool);
+void gemm_w4a16_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                       ThreadPool& pool);
+
+// AMX tile kernels for m > kDecodeMaxM; smaller m runs the AVX-512 GEMV.
+void gemm_int8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                   ThreadPool& pool);
+void gemm_w4a8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                   ThreadPool& pool);
+
+}  // namespace spark::kernels

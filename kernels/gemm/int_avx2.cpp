@@ -1,0 +1,161 @@
+// AVX2 kernels of the integer formats (kInt8, kW4A8). A ymm holds 8 rows x 4 k of a block line, so a
+// 64-byte line is two vectors (rows 0-7, rows 8-15). vpmaddubsw multiplies unsigned by signed bytes
+// and adds adjacent pairs into s16 with saturation, which full-range int8 operands would hit
+// (2 · 255 · 127 > 32767):
+//  - kInt8 uses the sign trick: |x| (unsigned, <= 127) times w with x's sign moved onto it (vpsignb), so
+//    each pair is at most 2 · 127 · 127 = 32258 and never saturates;
+//  - kW4A8 puts the weight nibble (0..15) on the unsigned side: pairs are at most 2 · 15 · 127.
+// vpmaddwd by ones widens the pairs to s32. The f32 epilogues follow gemm_ref's order: results are
+// bit-identical to it.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "gemm/gemm_isa.h"
+#include "gemm/tile_driver.h"
+
+namespace spark::kernels {
+
+namespace {
+
+inline __m256i broadcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Stores lanes [0, valid) of v (valid may be <= 0 or >= 8).
+inline void store_lanes(float* dst, __m256 v, int64_t valid) {
+  if (valid >= 8) {
+    _mm256_storeu_ps(dst, v);
+  } else if (valid > 0) {
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    _mm256_maskstore_ps(dst, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)), lanes), v);
+  }
+}
+
+struct Int8Kernel {
+  static constexpr int kDecodeNb = 1;
+  static constexpr int kPrefillMr = 4;
+  static constexpr int kPrefillNb = 1;
+
+  template <int MR, int NB>
+  static void tile(const TileContext& c, int64_t m0, int64_t b0) {
+    constexpr int NV = 2 * NB;  // ymm vectors per line
+    const QuantizedWeight& w = c.w;
+    const int64_t block_bytes = w.k_pad * kBlockRows;
+    const auto* wq = static_cast<const int8_t*>(w.qweight) + b0 * block_bytes;
+    const int8_t* xq = c.a->q + m0 * c.a->k_pad;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc[MR][NV];
+    for (int i = 0; i < MR; ++i) {
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_si256();
+    }
+    for (int64_t kq = 0; kq < w.k_pad / 4; ++kq) {
+      __m256i wv[NV];
+      for (int v = 0; v < NV; ++v) {
+        wv[v] = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(wq + (v / 2) * block_bytes + kq * 64 + (v % 2) * 32));
+      }
+      for (int i = 0; i < MR; ++i) {
+        const __m256i xv = broadcast4(xq + i * c.a->k_pad + kq * 4);
+        const __m256i ax = _mm256_abs_epi8(xv);
+        for (int v = 0; v < NV; ++v) {
+          const __m256i pairs = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv[v], xv));
+          acc[i][v] = _mm256_add_epi32(acc[i][v], _mm256_madd_epi16(pairs, ones));
+        }
+      }
+    }
+    const auto* scales = static_cast<const float*>(w.scales);
+    for (int v = 0; v < NV; ++v) {
+      const int64_t n0 = b0 * kBlockRows + v * 8;
+      const __m256 sv = _mm256_loadu_ps(scales + n0);
+      for (int i = 0; i < MR; ++i) {
+        __m256 r = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[i][v]), sv);
+        r = _mm256_mul_ps(r, _mm256_set1_ps(c.a->scale[m0 + i]));
+        store_lanes(c.y + (m0 + i) * c.ldy + n0, r, w.n - n0);
+      }
+    }
+  }
+};
+
+struct W4A8Kernel {
+  static constexpr int kDecodeNb = 1;
+  static constexpr int kPrefillMr = 4;
+  static constexpr int kPrefillNb = 1;
+
+  template <int MR, int NB>
+  static void tile(const TileContext& c, int64_t m0, int64_t b0) {
+    constexpr int NV = 2 * NB;
+    const QuantizedWeight& w = c.w;
+    const int64_t groups = w.groups();
+    const int64_t block_bytes = w.k_pad * kBlockRows / 2;
+    const auto* wq = static_cast<const uint8_t*>(w.qweight) + b0 * block_bytes;
+    const auto* sc = static_cast<const uint16_t*>(w.scales) + b0 * groups * kBlockRows;
+    const int8_t* xq = c.a->q + m0 * c.a->k_pad;
+    const int32_t* gsum = c.a->group_sums + m0 * groups;
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 facc[MR][NV];
+    for (int i = 0; i < MR; ++i) {
+      for (int v = 0; v < NV; ++v) facc[i][v] = _mm256_setzero_ps();
+    }
+    for (int64_t g = 0; g < groups; ++g) {
+      __m256i acc[MR][NV];
+      for (int i = 0; i < MR; ++i) {
+        for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_si256();
+      }
+      for (int64_t p = 0; p < kGroupSize / 8; ++p) {
+        __m256i lo[NV], hi[NV];
+        for (int v = 0; v < NV; ++v) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+              wq + (v / 2) * block_bytes + (g * (kGroupSize / 8) + p) * 64 + (v % 2) * 32));
+          lo[v] = _mm256_and_si256(raw, low4);
+          hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        }
+        for (int i = 0; i < MR; ++i) {
+          const int8_t* xp = xq + i * c.a->k_pad + g * kGroupSize + p * 8;
+          const __m256i x0 = broadcast4(xp), x1 = broadcast4(xp + 4);
+          for (int v = 0; v < NV; ++v) {
+            // Two pair sums of at most 2 · 15 · 127 each still fit in s16.
+            const __m256i pairs =
+                _mm256_add_epi16(_mm256_maddubs_epi16(lo[v], x0), _mm256_maddubs_epi16(hi[v], x1));
+            acc[i][v] = _mm256_add_epi32(acc[i][v], _mm256_madd_epi16(pairs, ones));
+          }
+        }
+      }
+      for (int v = 0; v < NV; ++v) {
+        const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(sc + ((v / 2) * groups + g) * kBlockRows + (v % 2) * 8)));
+        for (int i = 0; i < MR; ++i) {
+          const __m256i corr = _mm256_sub_epi32(acc[i][v], _mm256_set1_epi32(8 * gsum[i * groups + g]));
+          facc[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), s, facc[i][v]);
+        }
+      }
+    }
+    for (int v = 0; v < NV; ++v) {
+      const int64_t n0 = b0 * kBlockRows + v * 8;
+      for (int i = 0; i < MR; ++i) {
+        store_lanes(c.y + (m0 + i) * c.ldy + n0,
+                    _mm256_mul_ps(facc[i][v], _mm256_set1_ps(c.a->scale[m0 + i])), w.n - n0);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void gemm_int8_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                    ThreadPool& pool) {
+  const QuantizedActivations a = quantize_activations(x, m, w.k, w.k_pad, 0, /*offset128=*/false, &pool);
+  run_tiles<Int8Kernel>(TileContext{w, &a, x, w.k, nullptr, y, ldy}, m, pool);
+}
+
+void gemm_w4a8_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                    ThreadPool& pool) {
+  const QuantizedActivations a =
+      quantize_activations(x, m, w.k, w.k_pad, w.groups(), /*offset128=*/false, &pool);
+  run_tiles<W4A8Kernel>(TileContext{w, &a, x, w.k, nullptr, y, ldy}, m, pool);
+}
+
+}  // namespace spark::kernels

@@ -1,0 +1,85 @@
+// Work split shared by the blocked-layout kernels (int8, W4A8, W4A16 decode): a kernel provides
+// register-tiled tiles of MR activation rows x NB blocks of 16 weight rows over the full K, and this
+// driver covers y with them.
+//  - m <= kDecodeMaxM (decode, output head): one tile row of MR = m covers all activation rows, so each
+//    weight byte is read once; tasks are 4 blocks (64 weight rows) along N.
+//  - larger m (prefill): tasks are 64 activation rows x 64 weight rows; inside a task the 64 weight rows
+//    (at most a few hundred KiB) stay in L2 while tiles of kPrefillMr rows sweep them.
+// Included by per-ISA translation units; everything here has internal linkage.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "gemm/gemm_isa.h"
+
+namespace spark::kernels {
+namespace {
+
+struct TileContext {
+  const QuantizedWeight& w;
+  const QuantizedActivations* a;  // integer formats
+  const float* x;                 // f32 activations (row stride ldx)
+  int64_t ldx;
+  const float* x_group_sums;  // W4A16: [m][groups] Σ x over each group
+  float* y;
+  int64_t ldy;
+};
+
+// Computes activation rows [m0, m0 + MR) x weight blocks [b0, b0 + NB).
+using TileFn = void (*)(const TileContext& c, int64_t m0, int64_t b0);
+
+template <class Kernel, int NB, size_t... I>
+constexpr std::array<TileFn, sizeof...(I)> tile_row(std::index_sequence<I...>) {
+  return {&Kernel::template tile<static_cast<int>(I) + 1, NB>...};
+}
+
+template <class Kernel, int MRS, size_t... NB>
+constexpr std::array<std::array<TileFn, MRS>, sizeof...(NB)> tile_table(std::index_sequence<NB...>) {
+  return {tile_row<Kernel, static_cast<int>(NB) + 1>(std::make_index_sequence<MRS>{})...};
+}
+
+// Tables indexed [nb - 1][mr - 1]. A Kernel declares its widest tiles: kDecodeNb blocks for m <=
+// kDecodeMaxM rows, kPrefillNb blocks x kPrefillMr rows otherwise (bounded by its register file).
+template <class Kernel>
+struct TileTables {
+  static constexpr auto decode =
+      tile_table<Kernel, kDecodeMaxM>(std::make_index_sequence<Kernel::kDecodeNb>{});
+  static constexpr auto prefill =
+      tile_table<Kernel, Kernel::kPrefillMr>(std::make_index_sequence<Kernel::kPrefillNb>{});
+};
+
+template <class Kernel>
+void run_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
+  const int64_t n_blocks = c.w.n_pad / kBlockRows;
+  constexpr int64_t kTaskBlocks = 4;
+  const int64_t tasks_n = (n_blocks + kTaskBlocks - 1) / kTaskBlocks;
+  if (m <= kDecodeMaxM) {
+    pool.run(static_cast<size_t>(tasks_n), [&](size_t task) {
+      const int64_t b_begin = static_cast<int64_t>(task) * kTaskBlocks;
+      const int64_t b_end = std::min(n_blocks, b_begin + kTaskBlocks);
+      for (int64_t b = b_begin; b < b_end; b += Kernel::kDecodeNb) {
+        TileTables<Kernel>::decode[std::min<int64_t>(Kernel::kDecodeNb, b_end - b) - 1][m - 1](c, 0, b);
+      }
+    });
+    return;
+  }
+  constexpr int64_t kTaskRows = 64;
+  const int64_t tasks_m = (m + kTaskRows - 1) / kTaskRows;
+  pool.run(static_cast<size_t>(tasks_n * tasks_m), [&](size_t task) {
+    const int64_t tn = static_cast<int64_t>(task) % tasks_n, tm = static_cast<int64_t>(task) / tasks_n;
+    const int64_t b_begin = tn * kTaskBlocks, b_end = std::min(n_blocks, b_begin + kTaskBlocks);
+    const int64_t m_begin = tm * kTaskRows, m_end = std::min(m, m_begin + kTaskRows);
+    for (int64_t m0 = m_begin; m0 < m_end; m0 += Kernel::kPrefillMr) {
+      const int64_t mr = std::min<int64_t>(Kernel::kPrefillMr, m_end - m0);
+      for (int64_t b = b_begin; b < b_end; b += Kernel::kPrefillNb) {
+        TileTables<Kernel>::prefill[std::min<int64_t>(Kernel::kPrefillNb, b_end - b) - 1][mr - 1](c, m0, b);
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace spark::kernels

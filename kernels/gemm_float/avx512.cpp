@@ -1,0 +1,130 @@
+// AVX-512 body of gemm_float (exact f32 products whatever the weight dtype).
+//  - few rows (decode): 4 weight rows are streamed at a time, widened in registers, and dotted with every
+//    activation row while in registers; bound by memory bandwidth.
+//  - many rows: panels widened to f32 once per K block, then the 12 x 32 micro-kernel (panel_avx512.h).
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "gemm_float/gemm_float_isa.h"
+#include "gemm_float/panel_avx512.h"
+
+namespace spark::kernels {
+
+namespace {
+
+constexpr int64_t kSmallM = 4;
+
+template <FloatDType DT>
+inline __m512 load16(const void* base, int64_t i, __mmask16 mask) {
+  if constexpr (DT == FloatDType::kF32) {
+    return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(base) + i);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(base) + i);
+    if constexpr (DT == FloatDType::kBF16) {
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    } else {
+      return _mm512_cvtph_ps(h);
+    }
+  }
+}
+
+// Rows [n_begin, n_end) of y for the M (<= 4) activation rows, 4 weight rows per pass.
+template <FloatDType DT, int M>
+void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, int64_t n_begin,
+                  int64_t n_end) {
+  const int64_t k = w.k;
+  const int64_t elem = float_dtype_size(DT);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  for (int64_t n = n_begin; n < n_end; n += 4) {
+    const int rows = static_cast<int>(std::min<int64_t>(4, n_end - n));
+    const void* wr[4];
+    for (int r = 0; r < 4; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * k * elem;
+    __m512 acc[M][4];
+    for (int i = 0; i < M; ++i) {
+      for (int r = 0; r < 4; ++r) acc[i][r] = _mm512_setzero_ps();
+    }
+    for (int64_t kk = 0; kk < k; kk += 16) {
+      const __mmask16 mask = avx512::lanes_mask(k - kk);
+      __m512 wv[4];
+      for (int r = 0; r < 4; ++r) wv[r] = load16<DT>(wr[r], kk, mask);
+      for (int i = 0; i < M; ++i) {
+        const __m512 xv = _mm512_maskz_loadu_ps(mask, x + i * k + kk);
+        for (int r = 0; r < 4; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
+      }
+    }
+    for (int i = 0; i < M; ++i) {
+      for (int r = 0; r < rows; ++r) y[i * ldy + n + r] = _mm512_reduce_add_ps(acc[i][r]);
+    }
+  }
+}
+
+// panel[kk * 32 + r] = W[n0 + r, k0 + kk] widened to f32: 16 x 16 tiles are loaded row by row and
+// transposed in registers, so the panel is written in whole vectors.
+template <FloatDType DT>
+struct FloatPacker {
+  const FloatWeight& w;
+  void operator()(int64_t n0, int64_t k0, int64_t kc, float* panel) const {
+    const int64_t elem = float_dtype_size(DT);
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    for (int64_t half = 0; half < 2; ++half) {
+      const int64_t r0 = n0 + half * 16;
+      const int64_t rows = std::clamp<int64_t>(w.n - r0, 0, 16);
+      for (int64_t kk = 0; kk < kc; kk += 16) {
+        const __mmask16 mask = avx512::lanes_mask(kc - kk);
+        __m512 t[16];
+        for (int64_t r = 0; r < 16; ++r) {
+          t[r] = r < rows ? load16<DT>(base + ((r0 + r) * w.k + k0) * elem, kk, mask) : _mm512_setzero_ps();
+        }
+        avx512::transpose16x16(t);
+        const int64_t len = std::min<int64_t>(16, kc - kk);
+        for (int64_t j = 0; j < len; ++j) _mm512_store_ps(panel + (kk + j) * avx512::kPanelNr + half * 16, t[j]);
+      }
+    }
+  }
+};
+
+template <FloatDType DT>
+void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
+  if (m <= kSmallM) {
+    // Blocks of 64 rows: small enough to balance 2..64 threads on the smallest Spark GEMMs.
+    pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
+      const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
+      switch (m) {
+        case 1:
+          small_m_rows<DT, 1>(x, w, y, ldy, b, e);
+          break;
+        case 2:
+          small_m_rows<DT, 2>(x, w, y, ldy, b, e);
+          break;
+        case 3:
+          small_m_rows<DT, 3>(x, w, y, ldy, b, e);
+          break;
+        default:
+          small_m_rows<DT, 4>(x, w, y, ldy, b, e);
+          break;
+      }
+    });
+  } else {
+    avx512::panel_gemm(x, m, w.k, w.n, w.k, y, ldy, pool, FloatPacker<DT>{w});
+  }
+}
+
+}  // namespace
+
+void gemm_float_avx512(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy,
+                       ThreadPool& pool) {
+  switch (w.dtype) {
+    case FloatDType::kF32:
+      gemm_typed<FloatDType::kF32>(x, m, w, y, ldy, pool);
+      break;
+    case FloatDType::kBF16:
+      gemm_typed<FloatDType::kBF16>(x, m, w, y, ldy, pool);
+      break;
+    case FloatDType::kF16:
+      gemm_typed<FloatDType::kF16>(x, m, w, y, ldy, pool);
+      break;
+  }
+}
+
+}  // namespace spark::kernels

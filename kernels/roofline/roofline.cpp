@@ -1,0 +1,126 @@
+#include "roofline/roofline.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "cpu/cpu_features.h"
+#include "roofline/roofline_isa.h"
+#include "spark/error.h"
+
+namespace spark::kernels {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+bool use_avx512() {
+  return cpu_supports(Isa::kAvx512);
+}
+
+// Runs `tasks` pool tasks of `work(task)` (returning units of work done) `reps` times after one warm-up;
+// returns the median rate in units per second.
+template <class Work>
+double median_rate(ThreadPool& pool, size_t tasks, int reps, const Work& work) {
+  std::vector<double> rates;
+  for (int r = -1; r < std::max(1, reps); ++r) {
+    std::atomic<double> total{0.0};
+    const auto t0 = Clock::now();
+    pool.run(tasks, [&](size_t t) { total.fetch_add(work(t)); });
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (r >= 0) rates.push_back(total.load() / s);
+  }
+  return median(rates);
+}
+
+}  // namespace
+
+size_t last_level_cache_bytes() {
+  for (int index = 4; index >= 0; --index) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+    std::string text;
+    if (!(f >> text) || text.empty()) continue;
+    size_t value = std::strtoull(text.c_str(), nullptr, 10);
+    const char unit = text.back();
+    if (unit == 'K') value <<= 10;
+    if (unit == 'M') value <<= 20;
+    if (value > 0) return value;
+  }
+  return 0;
+}
+
+double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  if (bytes == 0) bytes = std::max<size_t>(4 * last_level_cache_bytes(), size_t{512} << 20);
+  bytes = (bytes + kChunk - 1) / kChunk * kChunk;
+  std::unique_ptr<uint8_t, decltype(&std::free)> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)),
+                                                     &std::free);
+  if (!buf) throw Error("measure_read_bandwidth: cannot allocate " + std::to_string(bytes >> 20) + " MiB");
+  // Touch every page from the pool, so pages are backed (and spread like the kernels' data would be).
+  pool.parallel_for(bytes / kChunk, 1, [&](size_t b, size_t e) {
+    std::memset(buf.get() + b * kChunk, static_cast<int>(b & 0xff), (e - b) * kChunk);
+  });
+  std::atomic<uint64_t> sink{0};
+  const double bps = median_rate(pool, bytes / kChunk, reps, [&](size_t t) {
+    const uint8_t* p = buf.get() + t * kChunk;
+    sink.fetch_xor(use_avx512() ? read_stream_avx512(p, kChunk) : read_stream_avx2(p, kChunk));
+    return static_cast<double>(kChunk);
+  });
+  return bps / 1e9;
+}
+
+double measure_fma_peak(ThreadPool& pool, int reps) {
+  if (!cpu_supports(Isa::kAvx2)) return 0.0;
+  constexpr int64_t kIters = 200000;
+  float sink = 0;
+  const double rate = median_rate(pool, static_cast<size_t>(8 * pool.size()), reps, [&](size_t) {
+    float s = 0;
+    const double flops = use_avx512() ? fma_loop_avx512(kIters, &s) : fma_loop_avx2(kIters, &s);
+    if (s == 12345.0f) sink = s;  // keeps the loop's result live
+    return flops;
+  });
+  (void)sink;
+  return rate / 1e9;
+}
+
+double measure_int8_peak(ThreadPool& pool, int reps) {
+  if (!cpu_supports(Isa::kAvx2)) return 0.0;
+  constexpr int64_t kIters = 200000;
+  int32_t sink = 0;
+  const double rate = median_rate(pool, static_cast<size_t>(8 * pool.size()), reps, [&](size_t) {
+    int32_t s = 0;
+    const double ops = use_avx512() ? int8_loop_avx512(kIters, &s) : int8_loop_avx2(kIters, &s);
+    if (s == 12345) sink = s;
+    return ops;
+  });
+  (void)sink;
+  return rate / 1e9;
+}
+
+Roofline measure_roofline(ThreadPool& pool, int reps) {
+  Roofline r;
+  r.threads = pool.size();
+  r.isa = use_avx512() ? "avx512" : (cpu_supports(Isa::kAvx2) ? "avx2" : "scalar");
+  ThreadPool one(1);
+  r.read_gbps_1t = measure_read_bandwidth(one, 0, reps);
+  r.read_gbps = measure_read_bandwidth(pool, 0, reps);
+  r.fma_gflops_1t = measure_fma_peak(one, reps);
+  r.fma_gflops = measure_fma_peak(pool, reps);
+  r.int8_gops_1t = measure_int8_peak(one, reps);
+  r.int8_gops = measure_int8_peak(pool, reps);
+  return r;
+}
+
+}  // namespace spark::kernels

@@ -1,0 +1,38 @@
+// This machine's ceilings, measured: streaming read bandwidth and peak arithmetic throughput (f32 FMA and
+// int8 dot products) at the widest instruction set the CPU has. The kernel benchmark prints its figures
+// beside them, and spark-bench --roofline reuses them.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "util/thread_pool.h"
+
+namespace spark::kernels {
+
+// GB/s reading a buffer of `bytes` with every pool thread (each streams its own slice), median of `reps`
+// passes after one warm-up. bytes = 0 picks max(4 x last-level cache, 512 MiB) so caches do not help.
+double measure_read_bandwidth(ThreadPool& pool, size_t bytes = 0, int reps = 5);
+
+// GFLOP/s of independent FMA chains on every pool thread (2 flops per lane per FMA), median of `reps`.
+double measure_fma_peak(ThreadPool& pool, int reps = 5);
+
+// GOP/s (2 ops per multiply-add) of int8 dot products: vpdpbusd on AVX-512 VNNI, vpmaddubsw + vpmaddwd
+// + vpaddd on AVX2. Median of `reps`.
+double measure_int8_peak(ThreadPool& pool, int reps = 5);
+
+// Size of the last-level cache in bytes (0 if unknown).
+size_t last_level_cache_bytes();
+
+struct Roofline {
+  int threads = 0;
+  std::string isa;  // the tier the peaks were measured with
+  double read_gbps_1t = 0, read_gbps = 0;
+  double fma_gflops_1t = 0, fma_gflops = 0;
+  double int8_gops_1t = 0, int8_gops = 0;
+};
+
+// All of the above with 1 thread and with the pool's threads.
+Roofline measure_roofline(ThreadPool& pool, int reps = 5);
+
+}  // namespace spark::kernels

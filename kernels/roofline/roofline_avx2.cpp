@@ -1,0 +1,53 @@
+#include <immintrin.h>
+
+#include "roofline/roofline_isa.h"
+
+namespace spark::kernels {
+
+uint64_t read_stream_avx2(const uint8_t* p, size_t bytes) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i < bytes; i += 256) {
+    const auto* v = reinterpret_cast<const __m256i*>(p + i);
+    a0 = _mm256_xor_si256(a0, _mm256_xor_si256(_mm256_load_si256(v + 0), _mm256_load_si256(v + 4)));
+    a1 = _mm256_xor_si256(a1, _mm256_xor_si256(_mm256_load_si256(v + 1), _mm256_load_si256(v + 5)));
+    a2 = _mm256_xor_si256(a2, _mm256_xor_si256(_mm256_load_si256(v + 2), _mm256_load_si256(v + 6)));
+    a3 = _mm256_xor_si256(a3, _mm256_xor_si256(_mm256_load_si256(v + 3), _mm256_load_si256(v + 7)));
+  }
+  const __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+  return static_cast<uint64_t>(_mm256_extract_epi64(a, 0) ^ _mm256_extract_epi64(a, 3));
+}
+
+// 10 independent accumulators: enough to cover FMA latency x throughput (4-5 cycles x 2 per cycle).
+double fma_loop_avx2(int64_t iters, float* sink) {
+  constexpr int kChains = 10;
+  __m256 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(static_cast<float>(c));
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+    __asm__ volatile("" : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]), "+x"(acc[4]));
+  }
+  __m256 s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm256_add_ps(s, acc[c]);
+  *sink = _mm256_cvtss_f32(s);
+  return static_cast<double>(iters) * kChains * 8 * 2;
+}
+
+double int8_loop_avx2(int64_t iters, int32_t* sink) {
+  constexpr int kChains = 8;
+  __m256i acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(c);
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-5), ones = _mm256_set1_epi16(1);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int c = 0; c < kChains; ++c) {
+      acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+    }
+    __asm__ volatile("" : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]));
+  }
+  __m256i s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm256_add_epi32(s, acc[c]);
+  *sink = _mm256_extract_epi32(s, 0);
+  return static_cast<double>(iters) * kChains * 32 * 2;
+}
+
+}  // namespace spark::kernels

@@ -1,0 +1,50 @@
+#include <immintrin.h>
+
+#include "roofline/roofline_isa.h"
+
+namespace spark::kernels {
+
+uint64_t read_stream_avx512(const uint8_t* p, size_t bytes) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i < bytes; i += 256) {
+    const auto* v = p + i;
+    a0 = _mm512_xor_si512(a0, _mm512_load_si512(v + 0));
+    a1 = _mm512_xor_si512(a1, _mm512_load_si512(v + 64));
+    a2 = _mm512_xor_si512(a2, _mm512_load_si512(v + 128));
+    a3 = _mm512_xor_si512(a3, _mm512_load_si512(v + 192));
+  }
+  const __m512i a = _mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3));
+  return static_cast<uint64_t>(_mm512_reduce_or_epi64(a));
+}
+
+double fma_loop_avx512(int64_t iters, float* sink) {
+  constexpr int kChains = 12;
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
+    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]), "+v"(acc[4]));
+  }
+  __m512 s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[c]);
+  *sink = _mm512_reduce_add_ps(s);
+  return static_cast<double>(iters) * kChains * 16 * 2;
+}
+
+double int8_loop_avx512(int64_t iters, int32_t* sink) {
+  constexpr int kChains = 12;
+  __m512i acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_epi32(c);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-5);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbusd_epi32(acc[c], a, b);
+    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]));
+  }
+  __m512i s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm512_add_epi32(s, acc[c]);
+  *sink = _mm512_reduce_add_epi32(s);
+  return static_cast<double>(iters) * kChains * 64 * 2;
+}
+
+}  // namespace spark::kernels

@@ -1,0 +1,21 @@
+// Per-ISA inner loops of the roofline measurements (roofline_avx2.cpp, roofline_avx512.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace spark::kernels {
+
+// Reads [p, p + bytes) (bytes a multiple of 256) and returns a value that depends on every byte.
+uint64_t read_stream_avx2(const uint8_t* p, size_t bytes);
+uint64_t read_stream_avx512(const uint8_t* p, size_t bytes);
+
+// Runs `iters` iterations of independent FMA chains; returns the flops done (and a sink value).
+double fma_loop_avx2(int64_t iters, float* sink);
+double fma_loop_avx512(int64_t iters, float* sink);
+
+// Same for int8 multiply-adds (2 ops each).
+double int8_loop_avx2(int64_t iters, int32_t* sink);
+double int8_loop_avx512(int64_t iters, int32_t* sink);
+
+}  // namespace spark::kernels

@@ -1,0 +1,80 @@
+// Renders a parsed template: jinja2's scoping (a fresh scope per loop iteration, macros closing over the
+// scope that defined them, namespace() as the only way to carry state out of a loop), Python's operator
+// semantics, and guards that turn runaway templates into errors instead of hangs or crashes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chat/ast.h"
+#include "chat/value.h"
+
+namespace spark::jinja {
+
+struct RenderLimits {
+  size_t max_output_bytes = size_t{64} << 20;  // also bounds any single string or list a template builds
+  int max_call_depth = 200;         // macro recursion (Python's own limit would stop jinja2 near here)
+  uint64_t max_steps = 20'000'000;  // statements + loop iterations: no template loops forever
+};
+
+struct Scope {
+  std::shared_ptr<Scope> parent;
+  std::vector<std::pair<std::string, Value>> vars;
+
+  const Value* find_local(std::string_view name) const;
+  void set(const std::string& name, Value value);
+};
+
+class Interpreter {
+ public:
+  Interpreter(const Program& program, const RenderLimits& limits);
+  ~Interpreter();
+
+  // Throws TemplateError.
+  std::string render(const nlohmann::ordered_json& context);
+
+  // Used by builtins (map/select call filters and tests by name; callables call back into macros).
+  Value call_filter(std::string_view name, const Value& input, CallValues& args);
+  bool call_test(std::string_view name, const Value& input, CallValues& args);
+  Value call_value(const Value& callee, CallValues& args);
+  Value invoke_macro(const MacroDef& def, const std::weak_ptr<Scope>& closure, CallValues& args);
+  // Throws a limit error when a string or list of this many bytes/items would exceed the output budget.
+  void check_size(size_t size) const;
+  size_t max_output_bytes() const { return limits_.max_output_bytes; }
+  std::shared_ptr<NamespaceData> new_namespace();
+
+ private:
+  enum class Flow { kNormal, kBreak, kContinue };
+
+  Flow exec_body(const Body& body, const std::shared_ptr<Scope>& scope, std::string& out);
+  Flow exec(const Stmt& stmt, const std::shared_ptr<Scope>& scope, std::string& out);
+  Flow exec_for(const ForStmt& node, const std::shared_ptr<Scope>& scope, std::string& out);
+  void exec_call_block(const CallBlockStmt& node, const std::shared_ptr<Scope>& scope, std::string& out);
+  std::string render_block(const Body& body, const std::shared_ptr<Scope>& scope);
+  Value apply_block_filters(const std::vector<std::unique_ptr<FilterExpr>>& filters, Value value,
+                            Scope& scope);
+  void assign(const Target& target, const Value& value, Scope& scope);
+  void emit(std::string& out, std::string_view text);
+  void step();
+
+  Value eval(const Expr& expr, Scope& scope);
+  Value lookup(const std::string& name, Scope& scope) const;
+  Value eval_call(const CallExpr& call, Scope& scope, const Value* caller);
+  CallValues eval_args(const CallArgs& args, Scope& scope);
+  bool eval_compare(const CompareExpr& expr, Scope& scope);
+
+  const Program& program_;
+  RenderLimits limits_;
+  int line_ = 0;
+  int call_depth_ = 0;
+  uint64_t steps_ = 0;
+  std::shared_ptr<Scope> root_;
+  // Every namespace created while rendering, so reference cycles (ns.self = ns) are broken afterwards.
+  std::vector<std::shared_ptr<NamespaceData>> namespaces_;
+};
+
+}  // namespace spark::jinja

@@ -1,0 +1,113 @@
+#include "server/logits_processors.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "server/api_error.h"
+#include "server/tool_call_constraint.h"
+#include "spark/error.h"
+
+namespace spark {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Two phases: while a <think> block is open, count its tokens and force </think> when the reasoning
+// budget is spent; afterwards (or from the start without thinking), keep every token inside a valid tool
+// call when one is required.
+class ChatLogitsProcessor : public LogitsProcessor {
+ public:
+  ChatLogitsProcessor(bool thinking, int32_t think_end, std::optional<int> budget,
+                      std::unique_ptr<ToolCallConstraint> constraint, int32_t eos)
+      : in_reasoning_(thinking && think_end >= 0),
+        think_end_(think_end),
+        budget_(budget),
+        constraint_(std::move(constraint)),
+        eos_(eos) {}
+
+  void process(std::span<float> logits) override {
+    if (in_reasoning_) {
+      if (budget_ && reasoning_tokens_ >= *budget_ && static_cast<size_t>(think_end_) < logits.size()) force(logits, think_end_);
+      return;
+    }
+    if (!constraint_) return;
+    if (constraint_->ended()) {
+      force(logits, eos_);
+      return;
+    }
+    const size_t allowed = constraint_->allowed_tokens(mask_);
+    if (allowed == 0) {  // the vocabulary cannot spell what must come next: end rather than emit garbage
+      force(logits, eos_);
+      return;
+    }
+    const size_t n = std::min(logits.size(), mask_.size());
+    for (size_t i = 0; i < n; ++i) {
+      if (!mask_[i]) logits[i] = kNegInf;
+    }
+    for (size_t i = n; i < logits.size(); ++i) logits[i] = kNegInf;
+  }
+
+  void accept(int32_t token) override {
+    if (in_reasoning_) {
+      ++reasoning_tokens_;
+      if (token == think_end_) in_reasoning_ = false;
+      return;
+    }
+    if (constraint_ && !constraint_->ended()) {
+      try {
+        constraint_->accept(token);
+      } catch (const Error&) {
+        // Only reachable if something after this processor changed the choice; the parser reports it.
+      }
+    }
+  }
+
+ private:
+  static void force(std::span<float> logits, int32_t id) {
+    const float keep = logits[static_cast<size_t>(id)];
+    std::fill(logits.begin(), logits.end(), kNegInf);
+    logits[static_cast<size_t>(id)] = std::isfinite(keep) ? keep : 0.0f;
+  }
+
+  bool in_reasoning_;
+  int32_t think_end_;
+  std::optional<int> budget_;
+  int reasoning_tokens_ = 0;
+  std::unique_ptr<ToolCallConstraint> constraint_;
+  int32_t eos_;
+  std::vector<uint8_t> mask_;
+};
+
+// Reasoning allowed before a forced tool call when the request sets no budget: without one, a model
+// that never closes its <think> block would never reach the call.
+constexpr int kDefaultForcedCallReasoningBudget = 256;
+
+}  // namespace
+
+std::shared_ptr<LogitsProcessor> make_chat_logits_processor(const ChatRequest& req, bool thinking,
+                                                            const Tokenizer& tokenizer,
+                                                            const std::shared_ptr<const ConstraintVocab>& vocab,
+                                                            int eos_token_id) {
+  const bool forced = req.tool_choice == ToolChoiceMode::kRequired || req.tool_choice == ToolChoiceMode::kNamed;
+  std::optional<int> budget = req.reasoning_budget;
+  if (!forced && !(thinking && budget)) return nullptr;
+  const std::optional<int32_t> think_end = tokenizer.token_to_id("</think>");
+  if (budget && !think_end) throw ApiError::bad_request("this model's vocabulary has no </think> token", "max_reasoning_tokens");
+  std::unique_ptr<ToolCallConstraint> constraint;
+  if (forced) {
+    try {
+      constraint = std::make_unique<ToolCallConstraint>(vocab, nlohmann::json::parse(req.tools.dump()),
+                                                        req.tool_choice == ToolChoiceMode::kNamed ? req.tool_choice_name : "");
+    } catch (const Error& e) {
+      throw ApiError::bad_request(std::string("cannot constrain decoding to these tools: ") + e.what(), "tools");
+    }
+    if (thinking && !budget) budget = std::min(kDefaultForcedCallReasoningBudget, req.sampling.max_tokens / 2);
+  }
+  return std::make_shared<ChatLogitsProcessor>(thinking, think_end.value_or(-1), budget, std::move(constraint),
+                                               eos_token_id);
+}
+
+}  // namespace spark

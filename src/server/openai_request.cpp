@@ -1,0 +1,329 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+
+#include "server/api_error.h"
+
+namespace spark {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& what) {
+  throw ApiError::bad_request("'" + param + "' " + what, param);
+}
+
+const ordered_json* field(const ordered_json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+double number(const ordered_json& body, const char* key, double fallback, double lo, double hi) {
+  const ordered_json* v = field(body, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_number()) bad(key, "must be a number");
+  double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) {
+    bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  }
+  return x;
+}
+
+int64_t integer(const ordered_json& body, const char* key, int64_t fallback, int64_t lo, int64_t hi) {
+  const ordered_json* v = field(body, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_number_integer()) bad(key, "must be an integer");
+  int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi) bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return x;
+}
+
+bool boolean(const ordered_json& body, const char* key, bool fallback) {
+  const ordered_json* v = field(body, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) bad(key, "must be a boolean");
+  return v->get<bool>();
+}
+
+void check_text(const std::string& s, const std::string& param) {
+  if (!is_valid_utf8(s)) bad(param, "is not valid UTF-8");
+}
+
+void parse_common(const ordered_json& body, CommonRequest& r, const char* default_max_tokens_key) {
+  if (!body.is_object()) throw ApiError::bad_request("the request body must be a JSON object");
+  if (const ordered_json* m = field(body, "model")) {
+    if (!m->is_string()) bad("model", "must be a string");
+    r.model = m->get<std::string>();
+  }
+  SamplingParams& s = r.sampling;
+  s.temperature = static_cast<float>(number(body, "temperature", 1.0, 0.0, 2.0));
+  s.top_p = static_cast<float>(number(body, "top_p", 1.0, 0.0, 1.0));
+  if (s.top_p <= 0.0f) bad("top_p", "must be greater than 0");
+  s.top_k = static_cast<int>(integer(body, "top_k", 0, -1, 1 << 20));
+  if (s.top_k < 0) s.top_k = 0;  // vLLM: -1 disables
+  s.min_p = static_cast<float>(number(body, "min_p", 0.0, 0.0, 1.0));
+  s.presence_penalty = static_cast<float>(number(body, "presence_penalty", 0.0, -2.0, 2.0));
+  s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", 0.0, -2.0, 2.0));
+  s.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 1.0, 0.01, 10.0));
+  if (const ordered_json* seed = field(body, "seed")) {
+    if (!seed->is_number_integer()) bad("seed", "must be an integer");
+    s.seed = static_cast<uint64_t>(seed->get<int64_t>());
+  }
+  if (const ordered_json* bias = field(body, "logit_bias")) {
+    if (!bias->is_object()) bad("logit_bias", "must be an object mapping token ids to numbers");
+    for (auto& [k, v] : bias->items()) {
+      char* end = nullptr;
+      long id = std::strtol(k.c_str(), &end, 10);
+      if (k.empty() || *end != '\0' || id < 0 || id > INT32_MAX) bad("logit_bias", "keys must be token ids");
+      if (!v.is_number() || v.get<double>() < -100 || v.get<double>() > 100) {
+        bad("logit_bias", "values must be numbers between -100 and 100");
+      }
+      s.logit_bias[static_cast<int32_t>(id)] = v.get<float>();
+    }
+  }
+  const ordered_json* mt = field(body, "max_completion_tokens");
+  const char* mt_key = "max_completion_tokens";
+  if (mt == nullptr) {
+    mt = field(body, "max_tokens");
+    mt_key = "max_tokens";
+  }
+  (void)default_max_tokens_key;
+  if (mt != nullptr) {
+    if (!mt->is_number_integer() || mt->get<int64_t>() < 1 || mt->get<int64_t>() > (1 << 24)) {
+      bad(mt_key, "must be a positive integer");
+    }
+    s.max_tokens = static_cast<int>(mt->get<int64_t>());
+    r.max_tokens_given = true;
+  }
+  r.n = static_cast<int>(integer(body, "n", 1, 1, 16));
+  r.stream = boolean(body, "stream", false);
+  if (const ordered_json* so = field(body, "stream_options")) {
+    if (!so->is_object()) bad("stream_options", "must be an object");
+    r.include_usage = boolean(*so, "include_usage", false);
+  }
+  if (const ordered_json* stop = field(body, "stop")) {
+    if (stop->is_string()) {
+      r.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (const auto& x : *stop) {
+        if (!x.is_string()) bad("stop", "must be a string or a list of strings");
+        r.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      bad("stop", "must be a string or a list of strings");
+    }
+    for (const auto& x : r.stop) check_text(x, "stop");
+  }
+  if (const ordered_json* ids = field(body, "stop_token_ids")) {
+    if (!ids->is_array()) bad("stop_token_ids", "must be a list of token ids");
+    for (const auto& x : *ids) {
+      if (!x.is_number_integer()) bad("stop_token_ids", "must be a list of token ids");
+      s.stop_token_ids.push_back(x.get<int32_t>());
+    }
+  }
+  s.ignore_eos = boolean(body, "ignore_eos", false);
+  r.return_token_ids = boolean(body, "return_token_ids", false);
+}
+
+void validate_content(const ordered_json& content, const std::string& param) {
+  if (content.is_null() || content.is_string()) {
+    if (content.is_string()) check_text(content.get<std::string>(), param);
+    return;
+  }
+  if (!content.is_array()) bad(param, "must be a string or a list of content parts");
+  for (const auto& part : content) {
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      bad(param, "content parts must be objects with a type");
+    }
+    if (part["type"] != "text") bad(param, "content part type '" + part["type"].get<std::string>() + "' is not supported");
+    if (!part.contains("text") || !part["text"].is_string()) bad(param, "text parts need a string 'text'");
+    check_text(part["text"].get<std::string>(), param);
+  }
+}
+
+ordered_json normalise_messages(const ordered_json& messages) {
+  if (!messages.is_array()) bad("messages", "must be a list");
+  if (messages.empty()) bad("messages", "must not be empty");
+  ordered_json out = ordered_json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    ordered_json m = messages[i];
+    if (!m.is_object()) bad(p, "must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) bad(p + ".role", "must be a string");
+    const std::string role = m["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer") {
+      bad(p + ".role", "must be one of system, developer, user, assistant, tool");
+    }
+    if (role == "developer") m["role"] = "system";  // OpenAI's newer name for the system role
+    if (m.contains("content")) validate_content(m["content"], p + ".content");
+    if (role != "assistant" && (!m.contains("content") || m["content"].is_null())) bad(p + ".content", "is required");
+    if (m.contains("reasoning") && !m.contains("reasoning_content")) m["reasoning_content"] = m["reasoning"];
+    if (m.contains("reasoning_content") && !m["reasoning_content"].is_null()) {
+      if (!m["reasoning_content"].is_string()) bad(p + ".reasoning_content", "must be a string");
+      check_text(m["reasoning_content"].get<std::string>(), p + ".reasoning_content");
+    }
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+      if (!m["tool_calls"].is_array()) bad(p + ".tool_calls", "must be a list");
+      for (auto& tc : m["tool_calls"]) {
+        if (!tc.is_object() || !tc.contains("function") || !tc["function"].is_object() ||
+            !tc["function"].contains("name") || !tc["function"]["name"].is_string()) {
+          bad(p + ".tool_calls", "entries need function.name");
+        }
+        auto& fn = tc["function"];
+        // Templates want arguments as a mapping; clients send the JSON string OpenAI returned.
+        if (!fn.contains("arguments") || fn["arguments"].is_null()) {
+          fn["arguments"] = ordered_json::object();
+        } else if (fn["arguments"].is_string()) {
+          try {
+            fn["arguments"] = ordered_json::parse(fn["arguments"].get<std::string>());
+          } catch (const nlohmann::json::exception&) {
+            bad(p + ".tool_calls", "function.arguments is not valid JSON");
+          }
+          if (!fn["arguments"].is_object()) bad(p + ".tool_calls", "function.arguments must be a JSON object");
+        } else if (!fn["arguments"].is_object()) {
+          bad(p + ".tool_calls", "function.arguments must be a JSON object or its string");
+        }
+      }
+    }
+    if (role == "tool" && m["content"].is_array()) {
+      std::string text;
+      for (const auto& part : m["content"]) text += part["text"].get<std::string>();
+      m["content"] = text;
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
+
+bool is_valid_utf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    unsigned c = p[i];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c >> 5) == 0x6) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if ((c >> 4) == 0xe) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if ((c >> 3) == 0x1e) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + k] & 0x3f);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+ChatRequest parse_chat_request(const ordered_json& body) {
+  ChatRequest r;
+  parse_common(body, r, "max_completion_tokens");
+  const ordered_json* messages = field(body, "messages");
+  if (messages == nullptr) bad("messages", "is required");
+  r.messages = normalise_messages(*messages);
+  r.logprobs = boolean(body, "logprobs", false);
+  r.top_logprobs = static_cast<int>(integer(body, "top_logprobs", 0, 0, 20));
+  if (r.top_logprobs > 0 && !r.logprobs) bad("top_logprobs", "needs logprobs set to true");
+  r.sampling.logprobs = r.logprobs ? r.top_logprobs : -1;
+
+  if (const ordered_json* tools = field(body, "tools")) {
+    if (!tools->is_array()) bad("tools", "must be a list");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const auto& t = (*tools)[i];
+      const std::string p = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object() || t.value("type", "function") != "function" || !t.contains("function") ||
+          !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string()) {
+        bad(p, "must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      }
+      if (t["function"].contains("parameters") && !t["function"]["parameters"].is_object()) {
+        bad(p + ".function.parameters", "must be a JSON schema object");
+      }
+    }
+    if (!tools->empty()) r.tools = *tools;
+  }
+  if (const ordered_json* tc = field(body, "tool_choice")) {
+    if (tc->is_string()) {
+      const std::string v = tc->get<std::string>();
+      if (v == "auto") {
+        r.tool_choice = ToolChoiceMode::kAuto;
+      } else if (v == "none") {
+        r.tool_choice = ToolChoiceMode::kNone;
+      } else if (v == "required") {
+        r.tool_choice = ToolChoiceMode::kRequired;
+      } else {
+        bad("tool_choice", "must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      }
+    } else if (tc->is_object() && tc->value("type", "") == "function" && tc->contains("function") &&
+               (*tc)["function"].is_object() && (*tc)["function"].contains("name") &&
+               (*tc)["function"]["name"].is_string()) {
+      r.tool_choice = ToolChoiceMode::kNamed;
+      r.tool_choice_name = (*tc)["function"]["name"].get<std::string>();
+    } else {
+      bad("tool_choice", "must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    if ((r.tool_choice == ToolChoiceMode::kRequired || r.tool_choice == ToolChoiceMode::kNamed) && r.tools.is_null()) {
+      bad("tool_choice", "needs tools");
+    }
+    if (r.tool_choice == ToolChoiceMode::kNamed) {
+      bool found = false;
+      for (const auto& t : r.tools) found |= t["function"]["name"] == r.tool_choice_name;
+      if (!found) bad("tool_choice", "names a function that is not in tools: " + r.tool_choice_name);
+    }
+  }
+  r.add_generation_prompt = boolean(body, "add_generation_prompt", true);
+  if (const ordered_json* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) bad("chat_template_kwargs", "must be an object");
+    r.chat_template_kwargs = *kw;
+  }
+  for (const char* key : {"max_reasoning_tokens", "thinking_token_budget"}) {
+    if (field(body, key) != nullptr) r.reasoning_budget = static_cast<int>(integer(body, key, 0, 0, 1 << 24));
+  }
+  return r;
+}
+
+CompletionRequest parse_completion_request(const ordered_json& body) {
+  CompletionRequest r;
+  parse_common(body, r, "max_tokens");
+  const ordered_json* prompt = field(body, "prompt");
+  if (prompt == nullptr) bad("prompt", "is required");
+  if (prompt->is_string()) {
+    r.prompt_text = prompt->get<std::string>();
+    check_text(*r.prompt_text, "prompt");
+  } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+    r.prompt_text = (*prompt)[0].get<std::string>();
+    check_text(*r.prompt_text, "prompt");
+  } else if (prompt->is_array() && !prompt->empty()) {
+    for (const auto& t : *prompt) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+        bad("prompt", "must be a string or a list of token ids");
+      }
+      r.prompt_ids.push_back(t.get<int32_t>());
+    }
+  } else {
+    bad("prompt", "must be a string or a non-empty list of token ids");
+  }
+  r.echo = boolean(body, "echo", false);
+  if (field(body, "logprobs") != nullptr) r.logprobs = static_cast<int>(integer(body, "logprobs", 0, 0, 20));
+  r.sampling.logprobs = r.logprobs;
+  return r;
+}
+
+}  // namespace spark

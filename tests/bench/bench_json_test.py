@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""spark-bench on a tiny generated checkpoint: `-r 2 -o json` must print one JSON array whose rows carry
+every documented field with sane values, for prefill, decode and concurrency rows, and --plot must write
+an SVG."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+FIELDS = {
+    "test": str, "quant": str, "kernel_path": str, "threads": int, "n_prompt": int, "n_gen": int,
+    "concurrency": int, "tokens_per_s_median": float, "tokens_per_s_min": float, "tokens_per_s_max": float,
+    "load_s": float, "rss_anon_settled_bytes": int, "rss_anon_peak_bytes": int, "kv_bytes": int, "commit": str,
+}
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--work-dir", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.work_dir, exist_ok=True)
+    model = os.path.join(args.work_dir, "bench-tiny")
+    subprocess.run([os.path.join(args.bin_dir, "spark-make-checkpoint"), "--preset", "tiny", "--seed", "5",
+                    "-o", model], check=True)
+    svg = os.path.join(args.work_dir, "bench.svg")
+    out = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-t", "1,2", "-p", "48", "-n", "8",
+                          "-r", "2", "--concurrency", "1,3", "--conc-prompt", "20", "--conc-gen", "6", "-o", "json",
+                          "--plot", svg], check=True, capture_output=True, text=True)
+    rows = json.loads(out.stdout)
+    failures = []
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+    check(isinstance(rows, list) and len(rows) == 8, f"expected 8 rows (2 threads x pp, tg, conc1, conc3), got {len(rows)}")
+    tests = sorted({(r["test"], r["threads"]) for r in rows})
+    check(tests == sorted((t, th) for t in ("pp48", "tg8", "conc1", "conc3") for th in (1, 2)), f"rows: {tests}")
+    for r in rows:
+        for key, typ in FIELDS.items():
+            check(key in r, f"{r.get('test')}: missing {key}")
+            if key in r:
+                ok = isinstance(r[key], (int, float)) if typ is float else isinstance(r[key], typ)
+                check(ok, f"{r.get('test')}: {key} has type {type(r[key]).__name__}")
+        check(set(r) >= set(FIELDS), f"{r['test']}: fields {sorted(r)}")
+        check(0 < r["tokens_per_s_min"] <= r["tokens_per_s_median"] <= r["tokens_per_s_max"], f"{r['test']}: min/median/max order")
+        check(r["load_s"] > 0, f"{r['test']}: load_s")
+        check(r["rss_anon_settled_bytes"] > 0 and r["rss_anon_peak_bytes"] >= r["rss_anon_settled_bytes"],
+              f"{r['test']}: rss settled {r['rss_anon_settled_bytes']} peak {r['rss_anon_peak_bytes']}")
+        check(r["kv_bytes"] > 0, f"{r['test']}: kv_bytes")
+        check(r["quant"] == "BF16", f"{r['test']}: quant {r['quant']}")
+        check(len(r["commit"]) >= 7, f"{r['test']}: commit {r['commit']}")
+        if r["test"].startswith("pp"):
+            check(r["n_prompt"] == 48 and r["n_gen"] == 0 and r["concurrency"] == 1, f"{r['test']}: sizes")
+        elif r["test"].startswith("tg"):
+            check(r["n_prompt"] == 0 and r["n_gen"] == 8 and r["concurrency"] == 1, f"{r['test']}: sizes")
+        else:
+            check(r["n_prompt"] == 20 and r["n_gen"] == 6 and r["concurrency"] == int(r["test"][4:]), f"{r['test']}: sizes")
+    with open(svg) as f:
+        text = f.read()
+    check(text.startswith("<svg") and "polyline" in text and "concurrent sequences" in text, "plot SVG")
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{1 if not failures else 0} passed, {1 if failures else 0} failed")
+    return 1 if failures else 0
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+// Failures are spark::TemplateErrors with one-line messages naming the template line; runaway templates hit
+// the output, recursion and step limits instead of crashing or hanging.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "jinja_test_util.h"
+
+namespace spark {
+namespace {
+
+using test::render;
+using test::render_error;
+
+TEST(JinjaErrors, RaiseExceptionCarriesTheTemplatesMessage) {
+  auto e =
+      render_error("{% if not messages %}\n  {{- raise_exception('No messages provided.') }}\n{% endif %}",
+                   R"({"messages": []})");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), TemplateError::Kind::kRaised);
+  EXPECT_EQ(e->detail(), "No messages provided.");
+  EXPECT_EQ(e->line(), 2);
+  EXPECT_STREQ(e->what(), "chat template error (line 2): No messages provided.");
+  // It is also a spark::Error, which the server maps to HTTP 400.
+  try {
+    render("{{ raise_exception('boom') }}");
+    FAIL();
+  } catch (const Error& err) {
+    EXPECT_STREQ(err.what(), "chat template error (line 1): boom");
+  }
+}
+
+TEST(JinjaErrors, MessagesAreOneLine) {
+  auto e = render_error("{{ raise_exception('multi\nline\r\nmessage') }}");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->detail(), "multi line message");  // \r\n in the source is normalized first
+  EXPECT_EQ(std::string(e->what()).find('\n'), std::string::npos);
+}
+
+TEST(JinjaErrors, RuntimeErrorsNameTheLineOfTheFailingExpression) {
+  auto e = render_error("a\nb\n{{ 1 + 'x' }}");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), TemplateError::Kind::kRuntime);
+  EXPECT_EQ(e->line(), 3);
+  EXPECT_EQ(e->detail(), "unsupported operand type(s) for +: 'int' and 'str'");
+  e = render_error("{% macro m(x) %}\n{{ x.y.z }}\n{% endmacro %}\n{{ m({}) }}");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->line(), 2);
+  EXPECT_EQ(e->detail(), "'dict object' has no attribute 'y'");
+}
+
+TEST(JinjaErrors, TypeErrorsMatchPythonsWording) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"{{ 'a' + 1 }}", "can only concatenate str (not \"int\") to str"},
+      {"{{ 1 / 0 }}", "division by zero"},
+      {"{{ [1] < 'a' }}", "'<' not supported between instances of 'list' and 'str'"},
+      {"{{ 1 in 2 }}", "argument of type 'int' is not iterable"},
+      {"{% for a, b in [[1, 2, 3]] %}{% endfor %}", "too many values to unpack (expected 2)"},
+      {"{% set d = {} %}{% set d.x = 1 %}", "cannot assign attribute on non-namespace object"},
+      {"{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", "macro 'm' takes not more than 1 argument(s)"},
+      {"{% macro m(a) %}{% endmacro %}{{ m(z=1) }}", "macro 'm' takes no keyword argument 'z'"},
+      {"{{ 'abc'() }}", "'str' object is not callable"},
+      {"{{ {'a': 1}[1:] }}", "unhashable type: 'slice'"},
+      {"{{ range(200000)|length }}",
+       "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000)."},
+  };
+  for (const auto& [source, message] : cases) {
+    auto e = render_error(source);
+    ASSERT_TRUE(e) << source;
+    EXPECT_EQ(e->detail(), message) << source;
+  }
+}
+
+TEST(JinjaErrors, UnsupportedFeaturesFailClearly) {
+  auto e = render_error("{{ '%s' % 1 }}");
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->detail().find("not supported"), std::string::npos) << e->detail();
+  e = render_error("{{ 'x'|urlize }}");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->detail(), "filter 'urlize' is not supported in chat templates");
+  e = render_error("{{ 'a{}'.format(1) }}");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->detail(), "str.format() is not supported in chat templates");
+  e = render_error("{{ 2 ** 70 }}");
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->detail().find("64 bits"), std::string::npos) << e->detail();
+}
+
+TEST(JinjaLimits, RecursionDepth) {
+  auto e = render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit);
+  EXPECT_NE(e->detail().find("recursion"), std::string::npos) << e->detail();
+  ChatTemplateLimits limits;
+  limits.max_call_depth = 10;
+  EXPECT_EQ(render("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% endif %}{{ n }}{% endmacro %}{{ f(9) }}",
+                   "{}", limits),
+            "0123456789");
+  e = render_error("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(10) }}", "{}",
+                   limits);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit);
+}
+
+TEST(JinjaLimits, OutputSize) {
+  ChatTemplateLimits limits;
+  limits.max_output_bytes = 1000;
+  EXPECT_EQ(render("{{ 'x' * 1000 }}", "{}", limits).size(), 1000u);
+  for (const char* source :
+       {"{{ 'x' * 1001 }}", "{% for i in range(2000) %}x{% endfor %}", "{{ [1] * 5000 }}",
+        "{{ 'x' * 600 ~ 'y' * 600 }}", "{% macro m() %}{{ 'x' * 700 }}{% endmacro %}{{ m() ~ m() }}",
+        "{{ [1, 2]|tojson(indent=2000) }}", "{{ 'ab'|center(5000) }}"}) {
+    auto e = render_error(source, "{}", limits);
+    ASSERT_TRUE(e) << source;
+    EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit) << source << ": " << e->what();
+  }
+  // The default limit stops a template that would otherwise need terabytes.
+  auto e = render_error("{{ 'x' * 1000000000000 }}");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit);
+}
+
+TEST(JinjaLimits, StepBudgetStopsRunawayLoops) {
+  ChatTemplateLimits limits;
+  limits.max_steps = 10000;
+  auto e = render_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                        "{}", limits);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit);
+  EXPECT_NE(e->detail().find("steps"), std::string::npos);
+}
+
+TEST(JinjaRobustness, GarbageNeverCrashes) {
+  // Random template text and random JSON contexts: every outcome is output or a TemplateError.
+  std::mt19937 rng(1234);
+  const std::string alphabet = "{}%#-+ \n\tabcxyz0123'\"()[]|.,:=<>!~*/loopifsetforendmacronsdefined";
+  ChatTemplateLimits limits;
+  limits.max_output_bytes = 1 << 16;
+  limits.max_steps = 100000;
+  for (int i = 0; i < 3000; ++i) {
+    std::string source;
+    const int len = static_cast<int>(rng() % 60);
+    for (int k = 0; k < len; ++k) source += alphabet[rng() % alphabet.size()];
+    if (i % 3 == 0) source = "{{ " + source + " }}";
+    if (i % 3 == 1) source = "{% " + source + " %}";
+    try {
+      render(source, R"({"x": [1, {"a": "b"}], "s": "str", "n": null})", limits);
+    } catch (const TemplateError&) {
+    }
+  }
+}
+
+}  // namespace
+}  // namespace spark

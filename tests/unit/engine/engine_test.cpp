@@ -1,0 +1,292 @@
+// The engine's promises: batching, prefix reuse and preemption never change what a request produces;
+// the KV budget is exact; cancellation and the queue cap take effect promptly.
+#include "spark/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "model/spark_model.h"
+#include "model/synthetic_checkpoint.h"
+#include "util/process_memory.h"
+
+namespace spark {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  FinishReason reason = FinishReason::kNone;
+  int64_t computed_prompt = 0;
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / ("spark-engine-test-" + std::to_string(::getpid())));
+    write_synthetic_checkpoint({builtin_config("tiny"), 21, "BF16", 1}, *dir_);
+    model_ = new std::shared_ptr<SparkModel>(
+        std::make_shared<SparkModel>(std::make_shared<const Checkpoint>(*dir_), 1024));
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+  static int64_t page_bytes() {
+    KvPagePool probe((*model_)->config(), 16, 0);
+    return probe.page_bytes();
+  }
+  static int64_t ring_pages() {
+    KvPagePool probe((*model_)->config(), 16, 0);
+    return probe.ring_pages();
+  }
+
+  static EngineOptions options(int64_t budget_pages, bool caching) {
+    EngineOptions o;
+    o.kv_cache_memory_bytes = budget_pages * page_bytes();
+    o.enable_prefix_caching = caching;
+    o.threads = 2;
+    o.max_num_batched_tokens = 64;
+    return o;
+  }
+
+  static GenerationRequest greedy(std::vector<int32_t> prompt, int max_tokens) {
+    GenerationRequest r;
+    r.prompt = std::move(prompt);
+    r.params.temperature = 0.0f;
+    r.params.max_tokens = max_tokens;
+    r.params.ignore_eos = true;
+    r.params.logprobs = 0;
+    return r;
+  }
+
+  static Result collect(RequestHandle& h) {
+    Result r;
+    std::vector<TokenEvent> events;
+    while (!h.wait(events, std::chrono::milliseconds(200))) {
+    }
+    for (auto& e : events) {
+      r.tokens.push_back(e.token);
+      r.logprobs.push_back(e.logprob);
+    }
+    r.reason = h.reason();
+    r.computed_prompt = h.computed_prompt_tokens();
+    return r;
+  }
+
+  static std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int32_t> dist(14, 900);
+    std::vector<int32_t> t(n);
+    for (auto& v : t) v = dist(rng);
+    return t;
+  }
+
+  // Each prompt run alone through an engine with nothing else in it and no cache.
+  static std::vector<Result> run_alone(const std::vector<std::vector<int32_t>>& prompts, int max_tokens) {
+    Engine engine(*model_, options(4096, false));
+    std::vector<Result> out;
+    for (const auto& p : prompts) out.push_back(collect(*engine.submit(greedy(p, max_tokens))));
+    return out;
+  }
+
+  static void expect_same(const std::vector<Result>& got, const std::vector<Result>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+      ASSERT_EQ(got[i].logprobs.size(), want[i].logprobs.size());
+      for (size_t j = 0; j < got[i].logprobs.size(); ++j) {
+        EXPECT_NEAR(got[i].logprobs[j], want[i].logprobs[j],
+                    1e-4 * std::max(1.0f, std::fabs(want[i].logprobs[j])))
+            << "request " << i << " token " << j;
+      }
+    }
+  }
+
+  static fs::path* dir_;
+  static std::shared_ptr<SparkModel>* model_;
+};
+
+fs::path* EngineTest::dir_ = nullptr;
+std::shared_ptr<SparkModel>* EngineTest::model_ = nullptr;
+
+std::vector<std::vector<int32_t>> sixteen_prompts() {
+  std::vector<std::vector<int32_t>> prompts;
+  const size_t lengths[16] = {1, 2, 5, 9, 16, 17, 31, 32, 33, 48, 64, 100, 150, 200, 257, 300};
+  for (size_t i = 0; i < 16; ++i) {
+    std::mt19937 rng(static_cast<uint32_t>(100 + i));
+    std::uniform_int_distribution<int32_t> dist(14, 900);
+    std::vector<int32_t> p(lengths[i]);
+    for (auto& v : p) v = dist(rng);
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
+}  // namespace
+
+TEST_F(EngineTest, ConcurrentRequestsProduceWhatEachProducesAlone) {
+  const auto prompts = sixteen_prompts();
+  const auto alone = run_alone(prompts, 24);
+  Engine engine(*model_, options(4096, false));
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (const auto& p : prompts) handles.push_back(engine.submit(greedy(p, 24)));
+  std::vector<Result> batched;
+  for (auto& h : handles) batched.push_back(collect(*h));
+  expect_same(batched, alone);
+  for (const auto& r : batched) EXPECT_EQ(r.reason, FinishReason::kLength);
+  EXPECT_GT(engine.stats().steps, 0);
+}
+
+TEST_F(EngineTest, PrefixCacheHitsDoNotChangeResults) {
+  const auto prompts = sixteen_prompts();
+  // Prompts that share a long common head, submitted after one request has left it in the cache.
+  std::vector<std::vector<int32_t>> shared;
+  const auto head = random_tokens(90, 7);
+  for (const auto& p : prompts) {
+    auto q = head;
+    q.insert(q.end(), p.begin(), p.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(p.size(), 40)));
+    shared.push_back(q);
+  }
+  const auto alone = run_alone(shared, 16);
+  Engine engine(*model_, options(4096, true));
+  collect(*engine.submit(greedy(head, 4)));
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (const auto& p : shared) handles.push_back(engine.submit(greedy(p, 16)));
+  std::vector<Result> batched;
+  for (auto& h : handles) batched.push_back(collect(*h));
+  expect_same(batched, alone);
+  EXPECT_GE(engine.stats().prefix_cache_hits, 16);
+  EXPECT_GT(engine.stats().prefix_cache_hit_tokens, 16 * 80);
+}
+
+TEST_F(EngineTest, PreemptionUnderATinyBudgetDoesNotChangeResults) {
+  const auto prompts = sixteen_prompts();
+  const auto alone = run_alone(prompts, 24);
+  // Room for the longest request and a little more: sequences must be preempted and recomputed.
+  const int64_t pages = 2 * ring_pages() + (300 + 24) / 16 + 4;
+  Engine engine(*model_, options(pages, false));
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (const auto& p : prompts) handles.push_back(engine.submit(greedy(p, 24)));
+  std::vector<Result> batched;
+  for (auto& h : handles) batched.push_back(collect(*h));
+  expect_same(batched, alone);
+  EXPECT_GT(engine.stats().preemptions, 0);
+}
+
+TEST_F(EngineTest, SecondTurnReusesTheWholeFirstTurn) {
+  Engine engine(*model_, options(4096, true));
+  const auto turn1 = random_tokens(100, 8);
+  Result r1 = collect(*engine.submit(greedy(turn1, 20)));
+  ASSERT_EQ(r1.tokens.size(), 20u);
+  EXPECT_EQ(r1.computed_prompt, 100);
+  // The agent resends the conversation: first prompt, the reply, then a new message.
+  auto turn2 = turn1;
+  turn2.insert(turn2.end(), r1.tokens.begin(), r1.tokens.end());
+  const auto user = random_tokens(30, 9);
+  turn2.insert(turn2.end(), user.begin(), user.end());
+  auto h2 = engine.submit(greedy(turn2, 12));
+  Result r2 = collect(*h2);
+  // Cached: the first turn's 100 prompt tokens + 19 generated ones that were fed back (the last
+  // sampled token was never run through the model). Every complete block of it is reused.
+  const int64_t cached = 100 + 20 - 1;
+  EXPECT_EQ(h2->cached_prompt_tokens(), cached);
+  EXPECT_EQ(r2.computed_prompt, static_cast<int64_t>(turn2.size()) - cached);
+  EXPECT_LE(r2.computed_prompt, static_cast<int64_t>(turn2.size()) - (cached / 16) * 16);
+  const auto fresh = run_alone({turn2}, 12);
+  expect_same({r2}, fresh);
+}
+
+TEST_F(EngineTest, CancellationMidPrefillFreesEverythingWithinOneStep) {
+  EngineOptions o = options(4096, true);
+  o.max_num_batched_tokens = 16;
+  Engine engine(*model_, o);
+  auto h = engine.submit(greedy(random_tokens(900, 10), 8));
+  while (h->computed_prompt_tokens() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const int64_t steps_at_cancel = engine.stats().steps;
+  h->cancel();
+  Result r = collect(*h);
+  EXPECT_EQ(r.reason, FinishReason::kCancelled);
+  EXPECT_TRUE(r.tokens.empty());
+  EXPECT_LT(h->computed_prompt_tokens(), 900);
+  // Stats are published after each step; give the engine thread that moment.
+  for (int i = 0; i < 100 && engine.stats().kv_pages_used != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const EngineStats s = engine.stats();
+  EXPECT_EQ(s.kv_pages_used, 0);
+  EXPECT_LE(s.steps - steps_at_cancel, 2);  // the step in flight, then the one that reaped it
+  EXPECT_EQ(s.requests_cancelled, 1);
+}
+
+TEST_F(EngineTest, QueueCapRefusesWithQueueFull) {
+  EngineOptions o = options(4096, false);
+  o.max_num_seqs = 1;
+  o.max_queued_requests = 2;
+  Engine engine(*model_, o);
+  auto running = engine.submit(greedy(random_tokens(10, 11), 400));
+  std::vector<TokenEvent> ev;
+  while (ev.empty()) running->wait(ev, std::chrono::milliseconds(50));  // it is running now
+  auto q1 = engine.submit(greedy(random_tokens(10, 12), 2));
+  auto q2 = engine.submit(greedy(random_tokens(10, 13), 2));
+  try {
+    engine.submit(greedy(random_tokens(10, 14), 2));
+    FAIL() << "a third queued request must be refused";
+  } catch (const EngineRejection& e) {
+    EXPECT_EQ(e.kind(), EngineRejection::Kind::kQueueFull);
+  }
+  running->cancel();
+  EXPECT_EQ(collect(*q1).reason, FinishReason::kLength);
+  EXPECT_EQ(collect(*q2).reason, FinishReason::kLength);
+}
+
+TEST_F(EngineTest, RequestsThatCanNeverFitAreRejectedAtOnce) {
+  Engine engine(*model_, options(ring_pages() + 8, false));
+  try {
+    engine.submit(greedy(random_tokens(1000, 15), 100));  // past max_model_len 1024
+    FAIL();
+  } catch (const EngineRejection& e) {
+    EXPECT_EQ(e.kind(), EngineRejection::Kind::kTooLong);
+    EXPECT_NE(std::string(e.what()).find("maximum context length is 1024"), std::string::npos) << e.what();
+  }
+  try {
+    engine.submit(greedy(random_tokens(200, 16), 10));  // 13 blocks > the 8 the budget holds
+    FAIL();
+  } catch (const EngineRejection& e) {
+    EXPECT_EQ(e.kind(), EngineRejection::Kind::kTooLong);
+  }
+  EXPECT_THROW(engine.submit(greedy({}, 4)), EngineRejection);
+  EXPECT_THROW(engine.submit(greedy({5000}, 4)), EngineRejection);
+  EXPECT_EQ(collect(*engine.submit(greedy(random_tokens(50, 17), 4))).tokens.size(), 4u);
+}
+
+TEST_F(EngineTest, KvBudgetIsExactAndResident) {
+  const int64_t mib = 1024 * 1024;
+  auto measure = [&](int64_t budget) {
+    EngineOptions o = options(1, false);
+    o.kv_cache_memory_bytes = budget;
+    const int64_t before = read_process_memory().rss_anon_bytes;
+    Engine engine(*model_, o);
+    const int64_t after = read_process_memory().rss_anon_bytes;
+    const EngineStats s = engine.stats();
+    EXPECT_LE(s.kv_bytes_allocated, budget);
+    EXPECT_LT(budget - s.kv_bytes_allocated, s.kv_page_bytes) << "within one block of the request";
+    return std::make_pair(after - before, s.kv_bytes_allocated);
+  };
+  const auto small = measure(8 * mib);
+  const auto large = measure(64 * mib);
+  const int64_t rss_delta = large.first - small.first;
+  const int64_t alloc_delta = large.second - small.second;
+  // RssAnon moves by the budget difference (measured): within 4 MiB of thread stacks and allocator noise.
+  EXPECT_NEAR(static_cast<double>(rss_delta), static_cast<double>(alloc_delta), 4.0 * mib)
+      << "RssAnon delta " << rss_delta << " vs allocated delta " << alloc_delta;
+}
+
+}  // namespace spark

@@ -1,0 +1,160 @@
+// Every GEMM kernel of every instruction-set tier against the scalar reference, for every weight format,
+// over activation row counts on both sides of the decode/prefill switch and shapes that are and are not
+// multiples of the 16-row blocks and the 64/128-column K padding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "gemm/dispatch.h"
+#include "kernel_test_util.h"
+
+namespace spark::kernels {
+
+namespace {
+
+using test::all_formats;
+using test::is_integer_format;
+
+// Float paths (f32/bf16/f16 weights, and W4A16 whose kernels reassociate sums) are held to this NMSE
+// against the double-accumulating reference; integer paths must match it bit for bit.
+constexpr double kFloatNmse = 1e-10;
+
+FloatDType source_dtype(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kBF16:
+      return FloatDType::kBF16;
+    case WeightFormat::kF16:
+      return FloatDType::kF16;
+    default:
+      return FloatDType::kF32;
+  }
+}
+
+struct Shape {
+  int64_t n, k;
+};
+
+// N not a multiple of 16 (and of 32/64 used by the task split), K not a multiple of 4, 64 or 128.
+const std::vector<Shape> kShapes = {{1, 1}, {5, 64}, {16, 128}, {17, 200}, {33, 129}, {70, 300}, {130, 520}};
+const std::vector<int64_t> kRows = {1, 2, 3, 7, 16, 33, 128, 511};
+
+class GemmTierTest : public ::testing::TestWithParam<std::tuple<Isa, WeightFormat>> {};
+
+TEST_P(GemmTierTest, MatchesReference) {
+  const auto [isa, format] = GetParam();
+  SPARK_SKIP_UNLESS_CPU_SUPPORTS(isa);
+  std::mt19937 rng(static_cast<unsigned>(1000 + 10 * static_cast<int>(isa) + static_cast<int>(format)));
+  ThreadPool pool(3);
+  for (const Shape& s : kShapes) {
+    // The largest activation counts only with the smaller shapes: the scalar reference is slow.
+    for (int64_t m : kRows) {
+      if (m * s.n * s.k > 40'000'000) continue;
+      // Fresh random inputs for every shape: the kernel must compute the same function on any input.
+      auto src = test::gaussian_weight(source_dtype(format), s.n, s.k, rng, 0.05f);
+      const QuantizedWeight w = quantize_weight(src.w, format, pool);
+      std::vector<float> x = test::gaussian_vector(static_cast<size_t>(m * s.k), rng);
+      // Rows of very different magnitudes (per-token scales) and an all-zero row (scale 0).
+      for (int64_t i = 0; i < m; ++i) {
+        const float mag = i % 3 == 0 ? 1.0f : (i % 3 == 1 ? 30.0f : 0.01f);
+        for (int64_t kk = 0; kk < s.k; ++kk) x[i * s.k + kk] *= mag;
+      }
+      if (m > 2) std::fill(x.begin() + s.k, x.begin() + 2 * s.k, 0.0f);
+      const int64_t ldy = s.n + 3;  // columns past N must stay untouched
+      std::vector<float> y(static_cast<size_t>(m * ldy), NAN), ref(y.size(), NAN);
+      gemm_at(isa, x.data(), m, w, y.data(), ldy, pool);
+      gemm_ref(x.data(), m, w, ref.data(), ldy);
+      const std::string where = std::string(isa_name(isa)) + " " + weight_format_name(format) +
+                                " m=" + std::to_string(m) + " n=" + std::to_string(s.n) +
+                                " k=" + std::to_string(s.k);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < ldy; ++j) {
+          const float got = y[i * ldy + j];
+          if (j >= s.n) {
+            ASSERT_TRUE(std::isnan(got)) << where << ": wrote past N at (" << i << "," << j << ")";
+          } else if (is_integer_format(format)) {
+            ASSERT_EQ(got, ref[i * ldy + j]) << where << " at (" << i << "," << j << ")";
+          } else {
+            ASSERT_TRUE(std::isfinite(got)) << where << ": output (" << i << "," << j << ") not written";
+          }
+        }
+      }
+      if (!is_integer_format(format)) {
+        EXPECT_LE(test::nmse(y.data(), ref.data(), m, s.n, ldy), kFloatNmse) << where;
+      }
+    }
+  }
+}
+
+std::string tier_test_name(const ::testing::TestParamInfo<std::tuple<Isa, WeightFormat>>& info) {
+  return std::string(isa_name(std::get<0>(info.param))) + "_" + weight_format_name(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTiers, GemmTierTest,
+                         ::testing::Combine(::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512,
+                                                              Isa::kAmx),
+                                            ::testing::ValuesIn(all_formats())),
+                         tier_test_name);
+
+// The reference's integer arithmetic is itself checked against f64 products of the dequantized operands:
+// it may only differ by f32 rounding. Operands are full range (every product ±127·127 for int8), the case
+// where vpmaddubsw without the sign trick saturates.
+TEST(GemmReference, IntegerPathsEqualDequantizedProducts) {
+  std::mt19937 rng(7);
+  ThreadPool pool(2);
+  const int64_t n = 48, k = 384, m = 5;
+  std::bernoulli_distribution coin(0.5);
+  for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kW4A8}) {
+    std::vector<float> wv(static_cast<size_t>(n * k)), x(static_cast<size_t>(m * k));
+    for (float& v : wv) v = coin(rng) ? 1.0f : -1.0f;  // every q is ±127 (int8) or -8/+7 (w4a8)
+    for (float& v : x) v = coin(rng) ? 2.0f : -2.0f;   // every activation q is ±127
+    const QuantizedWeight w = quantize_weight(FloatWeight{FloatDType::kF32, wv.data(), n, k}, format, pool);
+    std::vector<float> ref(static_cast<size_t>(m * n)), row(static_cast<size_t>(k));
+    gemm_ref(x.data(), m, w, ref.data(), n);
+    for (int64_t j = 0; j < n; ++j) {
+      dequantize_row(w, j, row.data());
+      for (int64_t i = 0; i < m; ++i) {
+        double want = 0.0;
+        for (int64_t kk = 0; kk < k; ++kk) want += static_cast<double>(x[i * k + kk]) * row[kk];
+        EXPECT_NEAR(ref[i * n + j], want, 1e-5 * std::fabs(want) + 1e-4) << weight_format_name(format);
+      }
+    }
+    // And every tier the CPU has reproduces it exactly on these operands.
+    for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+      if (!cpu_supports(isa)) continue;
+      for (int64_t rows : {int64_t{1}, m}) {
+        std::vector<float> y(static_cast<size_t>(rows * n), NAN);
+        gemm_at(isa, x.data(), rows, w, y.data(), n, pool);
+        for (int64_t t = 0; t < rows * n; ++t)
+          ASSERT_EQ(y[t], ref[t]) << isa_name(isa) << " " << weight_format_name(format);
+      }
+    }
+  }
+}
+
+// Quantized GEMMs approximate the f32 product of the original weights: the end-to-end error of each format
+// on gaussian data, bounded (in NMSE) by what its bits allow.
+TEST(GemmAccuracy, FormatsApproximateTheFloatProduct) {
+  std::mt19937 rng(11);
+  ThreadPool pool(2);
+  const int64_t n = 96, k = 1024, m = 8;
+  auto src = test::gaussian_weight(FloatDType::kF32, n, k, rng, 0.02f);
+  std::vector<float> x = test::gaussian_vector(static_cast<size_t>(m * k), rng);
+  std::vector<float> exact(static_cast<size_t>(m * n));
+  gemm_float_ref(x.data(), m, src.w, exact.data(), n);
+  const std::pair<WeightFormat, double> bounds[] = {
+      {WeightFormat::kF32, 1e-12}, {WeightFormat::kBF16, 1e-5}, {WeightFormat::kF16, 1e-6},
+      {WeightFormat::kInt8, 2e-4}, {WeightFormat::kW4A8, 2e-2}, {WeightFormat::kW4A16, 1.5e-2}};
+  for (const auto& [format, bound] : bounds) {
+    const QuantizedWeight w = quantize_weight(src.w, format, pool);
+    std::vector<float> y(exact.size());
+    gemm(x.data(), m, w, y.data(), n, pool);
+    EXPECT_LE(test::nmse(y.data(), exact.data(), m, n, n), bound) << weight_format_name(format);
+  }
+}
+
+}  // namespace
+
+}  // namespace spark::kernels
