@@ -93,7 +93,7 @@ class BpeModel {
   // kMaxCachedWord are not cached (they are rare and would crowd out the rest).
   static constexpr size_t kShards = 32;
   static constexpr size_t kMaxCachedWord = 256;
-  static constexpr size_t kMaxEntriesPerShard = 8192;
+  static constexpr size_t kMaxEntriesPerShard = 2048;  // 65536 words, a few MB at most
   struct Shard {
     std::mutex mutex;
     std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> words;

@@ -18,8 +18,9 @@ struct Chunk {
 // Pattern::find_matches), then folded by the delimiter behavior (NormalizedString::split).
 void apply_behavior(std::string_view piece, const std::vector<Span>& matches, SplitBehavior behavior,
                     bool invert, std::vector<std::string_view>& out) {
-  std::vector<Chunk> chunks;
-  chunks.reserve(matches.size() * 2 + 1);
+  thread_local std::vector<Chunk> chunks, splits;  // per call they would be two allocations per piece
+  chunks.clear();
+  splits.clear();
   uint32_t prev = 0;
   for (const Span& m : matches) {
     if (prev != m.begin) chunks.push_back({prev, m.begin, invert});
@@ -29,8 +30,6 @@ void apply_behavior(std::string_view piece, const std::vector<Span>& matches, Sp
   const auto n = static_cast<uint32_t>(piece.size());
   if (prev != n) chunks.push_back({prev, n, invert});
 
-  std::vector<Chunk> splits;
-  splits.reserve(chunks.size());
   bool previous_match = false;
   switch (behavior) {
     case SplitBehavior::kIsolated:
@@ -137,10 +136,11 @@ std::unique_ptr<PreTokenizerStep> make_step(const nlohmann::json& j) {
 SplitStep::SplitStep(Regex pattern, SplitBehavior behavior, bool invert)
     : pattern_(std::move(pattern)), behavior_(behavior), invert_(invert) {}
 
-void SplitStep::split(std::string_view piece, std::vector<std::string_view>& out, PieceArena&) const {
+void SplitStep::split(std::string_view piece, std::vector<std::string_view>& out, PieceArena&,
+                      UnicodeTables tables) const {
   thread_local std::vector<Span> matches;
   matches.clear();
-  pattern_.find_all(piece, matches);
+  pattern_.find_all(piece, matches, tables);
   if (matches.empty() && !invert_) {
     out.push_back(piece);  // the common case for short pieces: nothing to split
     return;
@@ -150,7 +150,8 @@ void SplitStep::split(std::string_view piece, std::vector<std::string_view>& out
 
 DigitsStep::DigitsStep(bool individual_digits) : individual_(individual_digits), numeric_("\\p{N}+") {}
 
-void DigitsStep::split(std::string_view piece, std::vector<std::string_view>& out, PieceArena&) const {
+void DigitsStep::split(std::string_view piece, std::vector<std::string_view>& out, PieceArena&,
+                       UnicodeTables tables) const {
   if (is_ascii(piece)) {
     // ASCII has only 0-9 in \p{N}: split without the regex.
     size_t i = 0;
@@ -167,7 +168,7 @@ void DigitsStep::split(std::string_view piece, std::vector<std::string_view>& ou
   }
   thread_local std::vector<Span> runs;
   runs.clear();
-  numeric_.find_all(piece, runs);
+  numeric_.find_all(piece, runs, tables);
   uint32_t prev = 0;
   for (const Span& r : runs) {
     if (prev != r.begin) out.push_back(piece.substr(prev, r.begin - prev));
@@ -194,8 +195,8 @@ ByteLevelStep::ByteLevelStep(bool add_prefix_space, bool use_regex) : add_prefix
   }
 }
 
-void ByteLevelStep::split(std::string_view piece, std::vector<std::string_view>& out,
-                          PieceArena& arena) const {
+void ByteLevelStep::split(std::string_view piece, std::vector<std::string_view>& out, PieceArena& arena,
+                          UnicodeTables tables) const {
   std::string_view p = piece;
   if (add_prefix_space_ && (p.empty() || p.front() != ' ')) {
     std::string& prefixed = arena.emplace_back();
@@ -205,7 +206,7 @@ void ByteLevelStep::split(std::string_view piece, std::vector<std::string_view>&
     p = prefixed;
   }
   if (gpt2_split_) {
-    gpt2_split_->split(p, out, arena);
+    gpt2_split_->split(p, out, arena, tables);
   } else if (!p.empty()) {
     out.push_back(p);
   }
@@ -237,14 +238,14 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json& config) {
   return pt;
 }
 
-void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& pieces,
-                         PieceArena& arena) const {
+void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& pieces, PieceArena& arena,
+                         UnicodeTables tables) const {
   thread_local std::vector<std::string_view> current, next;
   current.clear();
   if (!text.empty()) current.push_back(text);
   for (const auto& step : steps_) {
     next.clear();
-    for (std::string_view p : current) step->split(p, next, arena);
+    for (std::string_view p : current) step->split(p, next, arena, tables);
     current.swap(next);
   }
   pieces.insert(pieces.end(), current.begin(), current.end());

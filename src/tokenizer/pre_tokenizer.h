@@ -22,8 +22,9 @@ using PieceArena = std::deque<std::string>;
 class PreTokenizerStep {
  public:
   virtual ~PreTokenizerStep() = default;
-  // Appends the pieces `piece` splits into (never empty ones) to `out`.
-  virtual void split(std::string_view piece, std::vector<std::string_view>& out, PieceArena& arena) const = 0;
+  // Appends the pieces `piece` splits into (never empty ones) to `out`; `tables` as for Regex.
+  virtual void split(std::string_view piece, std::vector<std::string_view>& out, PieceArena& arena,
+                     UnicodeTables tables) const = 0;
 };
 
 // Splits on every match of a pattern (regex, or a literal string) with a delimiter behavior; `invert`
@@ -31,7 +32,8 @@ class PreTokenizerStep {
 class SplitStep : public PreTokenizerStep {
  public:
   SplitStep(Regex pattern, SplitBehavior behavior, bool invert);
-  void split(std::string_view piece, std::vector<std::string_view>& out, PieceArena& arena) const override;
+  void split(std::string_view piece, std::vector<std::string_view>& out, PieceArena& arena,
+             UnicodeTables tables) const override;
 
  private:
   Regex pattern_;
@@ -43,7 +45,8 @@ class SplitStep : public PreTokenizerStep {
 class DigitsStep : public PreTokenizerStep {
  public:
   explicit DigitsStep(bool individual_digits);
-  void split(std::string_view piece, std::vector<std::string_view>& out, PieceArena& arena) const override;
+  void split(std::string_view piece, std::vector<std::string_view>& out, PieceArena& arena,
+             UnicodeTables tables) const override;
 
  private:
   bool individual_;
@@ -55,7 +58,8 @@ class DigitsStep : public PreTokenizerStep {
 class ByteLevelStep : public PreTokenizerStep {
  public:
   ByteLevelStep(bool add_prefix_space, bool use_regex);
-  void split(std::string_view piece, std::vector<std::string_view>& out, PieceArena& arena) const override;
+  void split(std::string_view piece, std::vector<std::string_view>& out, PieceArena& arena,
+             UnicodeTables tables) const override;
 
  private:
   bool add_prefix_space_;
@@ -69,7 +73,9 @@ class PreTokenizer {
   static PreTokenizer from_json(const nlohmann::json& config);
 
   // Splits `text` (valid UTF-8) into pieces, appended to `pieces` as views into `text` or `arena`.
-  void split(std::string_view text, std::vector<std::string_view>& pieces, PieceArena& arena) const;
+  // UnicodeTables::kSystem is faster and only valid when has_newer_code_points(text) is false.
+  void split(std::string_view text, std::vector<std::string_view>& pieces, PieceArena& arena,
+             UnicodeTables tables = UnicodeTables::kNewer) const;
 
  private:
   std::vector<std::unique_ptr<PreTokenizerStep>> steps_;

@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "spark/error.h"
+#include "tokenizer/unicode_additions.h"
 
 namespace spark {
 
@@ -42,22 +43,6 @@ MatchScratch& scratch() {
   return s;
 }
 
-// Code points newer Unicode versions added to some classes (see the file for how it is made).
-struct ClassAdditions {
-  std::string_view name;
-  std::string_view body;
-};
-constexpr ClassAdditions kAdditions[] = {
-#include "tokenizer/unicode_additions.inc"
-};
-
-std::string_view additions(std::string_view name) {
-  for (const auto& a : kAdditions) {
-    if (a.name == name) return a.body;
-  }
-  return {};
-}
-
 // Hugging Face compiles its patterns with Oniguruma, and the two engines disagree in places:
 //  - Oniguruma's Unicode tables are newer than Debian's PCRE2 (14.0): \p{L}, \p{M}, \p{N}, \p{Nd},
 //    \p{P}, \p{S} get the code points assigned since then (a new emoji is \p{S} for the reference);
@@ -66,7 +51,10 @@ std::string_view additions(std::string_view name) {
 //    superscripts and fractions (measured), PCRE2's is [\p{L}\p{N}_]; \d is Decimal_Number.
 // Negated forms inside a character class ([^...] is fine, [\P{L}] is not) cannot be widened and keep
 // PCRE2's meaning.
-std::string to_pcre2_syntax(std::string_view p) {
+std::string to_pcre2_syntax(std::string_view p, bool widen_classes) {
+  auto additions = [&](std::string_view name) {
+    return widen_classes ? unicode_class_additions(name) : std::string_view();
+  };
   std::string out;
   out.reserve(p.size() + 64);
   bool in_class = false;
@@ -162,48 +150,49 @@ std::string escape_literal(std::string_view text) {
 
 }  // namespace
 
-Regex::Regex(std::string_view pattern, bool literal) : pattern_(pattern) {
+Regex::Compiled::Compiled(const std::string& source, const std::string& pattern) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  const std::string translated = literal ? escape_literal(pattern) : to_pcre2_syntax(pattern);
-  code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
-                        PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
-  if (code_ == nullptr) {
-    throw Error("regex '" + pattern_ + "': " + pcre2_message(error) + " at offset " + std::to_string(offset));
+  code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(), PCRE2_UTF | PCRE2_UCP,
+                       &error, &offset, nullptr);
+  if (code == nullptr) {
+    throw Error("regex '" + pattern + "': " + pcre2_message(error) + " at offset " + std::to_string(offset));
   }
   // Without JIT support (some architectures) the interpreter gives the same matches, only slower.
-  jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;
+  jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
 }
 
-Regex::~Regex() {
-  pcre2_code_free(code_);
+Regex::Compiled::~Compiled() {
+  pcre2_code_free(code);
 }
 
-Regex::Regex(Regex&& other) noexcept
-    : code_(other.code_), jit_(other.jit_), pattern_(std::move(other.pattern_)) {
-  other.code_ = nullptr;
-}
-
-Regex& Regex::operator=(Regex&& other) noexcept {
-  if (this != &other) {
-    pcre2_code_free(code_);
-    code_ = other.code_;
-    jit_ = other.jit_;
-    pattern_ = std::move(other.pattern_);
-    other.code_ = nullptr;
+Regex::Regex(std::string_view pattern, bool literal) : pattern_(pattern) {
+  if (literal) {
+    system_ = std::make_unique<Compiled>(escape_literal(pattern), pattern_);
+    return;
   }
-  return *this;
+  const std::string plain = to_pcre2_syntax(pattern, false);
+  const std::string widened = to_pcre2_syntax(pattern, true);
+  system_ = std::make_unique<Compiled>(plain, pattern_);
+  // Classes widened with many ranges compile to much slower matching code, so the widened form is
+  // only used for text that needs it.
+  if (widened != plain) newer_ = std::make_unique<Compiled>(widened, pattern_);
 }
 
-bool Regex::search(std::string_view subject, size_t start, Span& match) const {
+Regex::~Regex() = default;
+Regex::Regex(Regex&& other) noexcept = default;
+Regex& Regex::operator=(Regex&& other) noexcept = default;
+
+bool Regex::search(std::string_view subject, size_t start, Span& match, UnicodeTables tables) const {
+  const Compiled& c = tables == UnicodeTables::kNewer && newer_ ? *newer_ : *system_;
   MatchScratch& s = scratch();
   const auto* text = reinterpret_cast<PCRE2_SPTR>(subject.data());
   int rc = PCRE2_ERROR_JIT_STACKLIMIT;
-  if (jit_) rc = pcre2_jit_match(code_, text, subject.size(), start, 0, s.data, s.context);
+  if (c.jit) rc = pcre2_jit_match(c.code, text, subject.size(), start, 0, s.data, s.context);
   if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
     // The interpreter keeps its backtracking frames on the heap, so it copes with any input length.
-    rc =
-        pcre2_match(code_, text, subject.size(), start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, s.data, s.context);
+    rc = pcre2_match(c.code, text, subject.size(), start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, s.data,
+                     s.context);
   }
   if (rc == PCRE2_ERROR_NOMATCH) return false;
   if (rc < 0) throw Error("regex '" + pattern_ + "': matching failed: " + pcre2_message(rc));
@@ -213,12 +202,12 @@ bool Regex::search(std::string_view subject, size_t start, Span& match) const {
   return true;
 }
 
-void Regex::find_all(std::string_view subject, std::vector<Span>& out) const {
+void Regex::find_all(std::string_view subject, std::vector<Span>& out, UnicodeTables tables) const {
   size_t pos = 0;
   bool have_last = false;
   uint32_t last_end = 0;
   Span m{};
-  while (pos <= subject.size() && search(subject, pos, m)) {
+  while (pos <= subject.size() && search(subject, pos, m, tables)) {
     if (m.begin == m.end && have_last && m.begin == last_end) {
       if (pos >= subject.size()) break;
       // Step over one whole character so the next search starts on a character boundary.

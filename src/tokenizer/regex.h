@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,10 @@
 struct pcre2_real_code_8;
 
 namespace spark {
+
+// Which Unicode tables a match needs. kNewer matches like the reference on any text; kSystem gives the
+// same matches, faster, on text where has_newer_code_points() is false.
+enum class UnicodeTables { kSystem, kNewer };
 
 struct Span {
   uint32_t begin;
@@ -29,16 +34,26 @@ class Regex {
   // Appends every match in `subject` (valid UTF-8; nothing outside it is visible to lookarounds),
   // left to right and non-overlapping. An empty match that starts where the previous match ended is
   // skipped, as Rust's regex iterators (and so Hugging Face tokenizers) do.
-  void find_all(std::string_view subject, std::vector<Span>& out) const;
+  void find_all(std::string_view subject, std::vector<Span>& out,
+                UnicodeTables tables = UnicodeTables::kNewer) const;
 
   // First match at or after `start`; false when there is none.
-  bool search(std::string_view subject, size_t start, Span& match) const;
+  bool search(std::string_view subject, size_t start, Span& match,
+              UnicodeTables tables = UnicodeTables::kNewer) const;
 
   const std::string& pattern() const { return pattern_; }
 
  private:
-  pcre2_real_code_8* code_ = nullptr;
-  bool jit_ = false;
+  struct Compiled {
+    Compiled(const std::string& source, const std::string& pattern);
+    ~Compiled();
+    Compiled(const Compiled&) = delete;
+    Compiled& operator=(const Compiled&) = delete;
+    pcre2_real_code_8* code = nullptr;
+    bool jit = false;
+  };
+  std::unique_ptr<Compiled> system_;  // the pattern in PCRE2 syntax, Unicode as the system knows it
+  std::unique_ptr<Compiled> newer_;   // with classes widened to newer Unicode; null when nothing widens
   std::string pattern_;
 };
 

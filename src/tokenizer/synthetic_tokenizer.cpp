@@ -1,6 +1,5 @@
 #include "tokenizer/synthetic_tokenizer.h"
 
-#include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
@@ -108,8 +107,13 @@ std::string synthetic_tokenizer_json(int vocab_size, uint64_t seed) {
   }
   if (next_free != free_ids.size()) throw Error("synthetic tokenizer: the trainer left ids unfilled");
 
+  // In id order, as Hugging Face writes it. The entries are distinct by construction, so they are
+  // appended to ordered_map's vector directly: its operator[] searches linearly (quadratic in total).
   ordered_json vocab_json = ordered_json::object();
-  for (int id = 0; id < vocab_size; ++id) vocab_json[vocab[id]] = id;
+  auto& entries = vocab_json.get_ref<ordered_json::object_t&>();
+  entries.reserve(static_cast<size_t>(vocab_size));
+  for (int id = 0; id < vocab_size; ++id)
+    entries.ordered_json::object_t::Container::emplace_back(vocab[id], id);
   ordered_json added_json = ordered_json::array();
   for (const auto& a : added) {
     added_json.push_back({{"id", a.id},

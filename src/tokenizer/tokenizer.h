@@ -65,7 +65,7 @@ class Tokenizer {
   size_t num_merges() const;
   const std::vector<AddedToken>& added_tokens() const;
 
-  struct Impl;  // opaque; public only so the loaders' helpers in tokenizer.cpp can build one
+  struct Impl;  // opaque (tokenizer_impl.h); public so the loader's helpers can build one
   explicit Tokenizer(std::unique_ptr<Impl> impl);
 
  private:

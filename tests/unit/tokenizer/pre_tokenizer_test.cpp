@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "spark/error.h"
+#include "tokenizer/unicode_additions.h"
 
 namespace spark {
 namespace {
@@ -26,7 +27,7 @@ Pieces spark(std::string_view text) {
 Pieces step(const PreTokenizerStep& s, std::string_view text) {
   std::vector<std::string_view> views;
   PieceArena arena;
-  s.split(text, views, arena);
+  s.split(text, views, arena, UnicodeTables::kNewer);
   return {views.begin(), views.end()};
 }
 
@@ -156,6 +157,24 @@ TEST(PreTokenizerJson, LongRunsDoNotExhaustTheRegexStack) {
   const Pieces p = spark(spaces);
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(p[1], " x");
+}
+
+}  // namespace
+}  // namespace spark
+
+namespace spark {
+namespace {
+
+TEST(UnicodeTables, NewerCodePointsPickTheWidenedPattern) {
+  EXPECT_FALSE(has_newer_code_points("plain ascii text, long enough for the fast path"));
+  EXPECT_FALSE(has_newer_code_points("\xF0\x9F\x98\x80 \xE4\xBD\xA0"));  // U+1F600, U+4F60: Unicode 14
+  EXPECT_TRUE(has_newer_code_points("abcdefghijkl \xF0\x9F\xAB\xA8"));   // U+1FAE8: Unicode 15
+  EXPECT_TRUE(has_newer_code_points("\xE1\xB2\x89"));                    // U+1C89: Unicode 16
+  const Regex symbol("\\p{S}");
+  Span m{};
+  EXPECT_FALSE(symbol.search("\xF0\x9F\xAB\xA8", 0, m, UnicodeTables::kSystem));
+  EXPECT_TRUE(symbol.search("\xF0\x9F\xAB\xA8", 0, m, UnicodeTables::kNewer));
+  EXPECT_TRUE(symbol.search("\xF0\x9F\x98\x80", 0, m, UnicodeTables::kSystem));
 }
 
 }  // namespace
