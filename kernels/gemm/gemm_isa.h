@@ -37,6 +37,10 @@ void gemm_w4a8_avx512(const float* x, int64_t m, const QuantizedWeight& w, float
 void gemm_w4a16_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                        ThreadPool& pool);
 
+// kBF16 with bf16_activations on AVX512-BF16 (vdpbf16ps).
+void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                         ThreadPool& pool);
+
 // AMX tile kernels for m > kDecodeMaxM; smaller m runs the AVX-512 GEMV.
 void gemm_int8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                    ThreadPool& pool);
