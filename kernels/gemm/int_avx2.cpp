@@ -24,6 +24,13 @@ inline __m256i broadcast4(const void* p) {
   return _mm256_set1_epi32(v);
 }
 
+// acc + t (s32 lanes). Through asm because GCC 12, short of registers in a 4-row tile, keeps a spare
+// copy of every loop-carried accumulator (a move and a stack store per add); asm operands do not.
+inline __m256i add32(__m256i acc, __m256i t) {
+  __asm__("vpaddd %1, %0, %0" : "+x"(acc) : "x"(t));
+  return acc;
+}
+
 // Stores lanes [0, valid) of v (valid may be <= 0 or >= 8).
 inline void store_lanes(float* dst, __m256 v, int64_t valid) {
   if (valid >= 8) {
@@ -62,7 +69,7 @@ struct Int8Kernel {
         const __m256i ax = _mm256_abs_epi8(xv);
         for (int v = 0; v < NV; ++v) {
           const __m256i pairs = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv[v], xv));
-          acc[i][v] = _mm256_add_epi32(acc[i][v], _mm256_madd_epi16(pairs, ones));
+          acc[i][v] = add32(acc[i][v], _mm256_madd_epi16(pairs, ones));
         }
       }
     }
@@ -120,7 +127,7 @@ struct W4A8Kernel {
             // Two pair sums of at most 2 · 15 · 127 each still fit in s16.
             const __m256i pairs =
                 _mm256_add_epi16(_mm256_maddubs_epi16(lo[v], x0), _mm256_maddubs_epi16(hi[v], x1));
-            acc[i][v] = _mm256_add_epi32(acc[i][v], _mm256_madd_epi16(pairs, ones));
+            acc[i][v] = add32(acc[i][v], _mm256_madd_epi16(pairs, ones));
           }
         }
       }
