@@ -95,7 +95,7 @@ struct Options {
   double budget_s = 3.0;
   std::string shapes = "3072x2048,2048x2048,13312x2048,2048x6656,131072x2048";
   std::string ms = "1,16,512";
-  std::string formats = "f32,bf16,f16,int8,w4a8,w4a16";
+  std::string formats = "f32,bf16,bf16act,f16,int8,w4a8,w4a16";
   std::string tiers = "best";
   bool roofline = true;
   bool cpu_time = false;
@@ -169,8 +169,11 @@ int run(const Options& o) {
            while (std::getline(ss, item, ',')) v.push_back(item);
            return v;
          }()) {
-      const WeightFormat format = parse_weight_format(fname);
-      const QuantizedWeight w = quantize_weight(src, format, pool);
+      // "bf16act": bf16 weights with activations rounded to bf16 (vdpbf16ps / AMX-BF16 where present).
+      const bool bf16_act = fname == "bf16act";
+      const WeightFormat format = bf16_act ? WeightFormat::kBF16 : parse_weight_format(fname);
+      QuantizedWeight w = quantize_weight(src, format, pool);
+      w.bf16_activations = bf16_act;
       for (int64_t m : parse_ints(o.ms)) {
         std::vector<float> x(static_cast<size_t>(m * s.k));
         for (size_t i = 0; i < x.size(); ++i)
@@ -229,7 +232,10 @@ int main(int argc, char** argv) {
                  "seconds per case after which repetitions stop (at least 3 are run)");
   app.add_option("--shapes", o.shapes, "comma-separated NxK weight shapes");
   app.add_option("--m", o.ms, "comma-separated activation row counts");
-  app.add_option("--formats", o.formats, "comma-separated weight formats (f32,bf16,f16,int8,w4a8,w4a16)");
+  app.add_option(
+      "--formats", o.formats,
+      "comma-separated weight formats (f32,bf16,f16,int8,w4a8,w4a16, and bf16act: bf16 weights with "
+      "bf16-rounded activations)");
   app.add_option("--tiers", o.tiers, "best, all, or a comma-separated list (scalar,avx2,avx512,amx)");
   app.add_flag("!--no-roofline", o.roofline, "skip the bandwidth / peak measurements");
   app.add_flag("--cpu-time", o.cpu_time,

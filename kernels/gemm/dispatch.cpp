@@ -20,6 +20,7 @@ enum class Kernel {
   kInt8Amx,
   kW4A8Amx,
   kBf16DotAvx512,
+  kBf16Amx,
 };
 
 void float_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
@@ -37,7 +38,7 @@ Kernel select_kernel(WeightFormat format, int64_t m, Isa isa, bool bf16_activati
   const bool avx512 = isa >= Isa::kAvx512;
   const bool amx_tiles = isa >= Isa::kAmx && m > kDecodeMaxM;
   if (format == WeightFormat::kBF16 && bf16_activations && avx512 && cpu_features().avx512_bf16) {
-    return Kernel::kBf16DotAvx512;
+    return amx_tiles ? Kernel::kBf16Amx : Kernel::kBf16DotAvx512;
   }
   switch (format) {
     case WeightFormat::kF32:
@@ -82,6 +83,8 @@ GemmFn kernel_fn(Kernel k) {
       return gemm_w4a8_amx;
     case Kernel::kBf16DotAvx512:
       return gemm_bf16dot_avx512;
+    case Kernel::kBf16Amx:
+      return gemm_bf16_amx;
   }
   return gemm_scalar;
 }
@@ -127,6 +130,10 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
           rows +
               "; vdpbf16ps with activations rounded to bf16 (bf16_activations): 2x the products of an f32 "
               "FMA, relative error ~2^-9 per activation"};
+    case Kernel::kBf16Amx:
+      return {"bf16 amx tiles", rows +
+                                    "; tdpbf16ps with activations rounded to bf16 (bf16_activations), weight "
+                                    "rows re-laid as B tiles once per task of 256 rows"};
     case Kernel::kInt8Amx:
       return {"int8 amx tiles",
               rows +

@@ -46,5 +46,8 @@ void gemm_int8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y
                    ThreadPool& pool);
 void gemm_w4a8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                    ThreadPool& pool);
+// kBF16 with bf16_activations (tdpbf16ps).
+void gemm_bf16_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                   ThreadPool& pool);
 
 }  // namespace spark::kernels

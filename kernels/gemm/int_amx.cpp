@@ -71,7 +71,9 @@ inline void store_accumulators(int32_t* c) {
 struct TiledActivations {
   const int8_t* tiles = nullptr;
   int64_t kt_count = 0;
-  const int8_t* tile(int64_t m0, int64_t kt) const { return tiles + ((m0 / kTileRows) * kt_count + kt) * 1024; }
+  const int8_t* tile(int64_t m0, int64_t kt) const {
+    return tiles + ((m0 / kTileRows) * kt_count + kt) * 1024;
+  }
 };
 
 TiledActivations tile_activations(const QuantizedActivations& a, int64_t m_rows, ThreadPool& pool) {
@@ -186,7 +188,8 @@ void unpack_w4a8_block(const QuantizedWeight& w, int64_t b, uint8_t* out) {
 // One step of kW4A8 over unpacked blocks q[0 .. 4/MT) (numbers in `blocks`, as in int8_step).
 template <int MT>
 void w4a8_step(const QuantizedWeight& w, const QuantizedActivations& a, const TiledActivations& x, int64_t m0,
-               const uint8_t* const* q, const int64_t* blocks, int n_valid_blocks, float* y, int64_t ldy, int64_t m) {
+               const uint8_t* const* q, const int64_t* blocks, int n_valid_blocks, float* y, int64_t ldy,
+               int64_t m) {
   constexpr int NT = 4 / MT;
   constexpr int kCols = 16 * NT;
   const int64_t groups = w.groups();
@@ -201,8 +204,8 @@ void w4a8_step(const QuantizedWeight& w, const QuantizedActivations& a, const Ti
     tile_products<MT, false>(x, m0, b, 2 * g, 2 * g + 2);
     store_accumulators<MT>(c);
     for (int j = 0; j < n_valid_blocks; ++j) {
-      const __m512 s = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + (blocks[j] * groups + g) * kBlockRows)));
+      const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(scales + (blocks[j] * groups + g) * kBlockRows)));
       for (int64_t r = 0; r < 16 * MT; ++r) {
         const __m512i corr = _mm512_sub_epi32(_mm512_load_si512(c + r * kCols + j * 16),
                                               _mm512_set1_epi32(8 * a.group_sums[(m0 + r) * groups + g]));
@@ -236,7 +239,6 @@ void run_amx(const QuantizedWeight& w, int64_t m, ThreadPool& pool, const Step& 
   });
 }
 
-
 // Covers rows [m_begin, m_end) x blocks [b_begin, b_end): 32-row steps over pairs of blocks, and a final
 // 16-row strip (when the rows end there) over quadruples of blocks, so no tile multiplies padding rows.
 template <class Step>
@@ -256,7 +258,8 @@ void cover_task(int64_t b_begin, int64_t b_end, int64_t m_begin, int64_t m_end, 
 
 }  // namespace
 
-void gemm_int8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
+void gemm_int8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                   ThreadPool& pool) {
   if (m <= kDecodeMaxM) {
     gemm_int8_avx512(x, m, w, y, ldy, pool);
     return;
@@ -274,7 +277,8 @@ void gemm_int8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y
   });
 }
 
-void gemm_w4a8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
+void gemm_w4a8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                   ThreadPool& pool) {
   if (m <= kDecodeMaxM) {
     gemm_w4a8_avx512(x, m, w, y, ldy, pool);
     return;

@@ -166,8 +166,11 @@ namespace {
 // bf16 weights with activations rounded to bf16 (vdpbf16ps): exact products of the rounded activations,
 // so against the reference fed the same rounded activations only summation order differs; against the
 // exact f32 reference the error is the activation rounding, reported here and bounded.
-TEST(Bf16Activations, MatchesReferenceOnRoundedActivations) {
-  SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx512);
+class Bf16ActivationsTest : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(Bf16ActivationsTest, MatchesReferenceOnRoundedActivations) {
+  const Isa isa = GetParam();
+  SPARK_SKIP_UNLESS_CPU_SUPPORTS(isa);
   if (!cpu_features().avx512_bf16) GTEST_SKIP() << "skipped: CPU lacks AVX512-BF16";
   std::mt19937 rng(21);
   ThreadPool pool(3);
@@ -200,10 +203,17 @@ TEST(Bf16Activations, MatchesReferenceOnRoundedActivations) {
       worst_exact_nmse = std::max(worst_exact_nmse, test::nmse(y.data(), exact.data(), m, s.n, ldy));
     }
   }
-  std::printf("[ accuracy ] bf16 activations: worst NMSE vs exact f32 activations %.2e\n", worst_exact_nmse);
+  std::printf("[ accuracy ] bf16 activations (%s): worst NMSE vs exact f32 activations %.2e\n", isa_name(isa),
+              worst_exact_nmse);
   EXPECT_LE(worst_exact_nmse, 1e-4);
   EXPECT_GT(worst_exact_nmse, 0.0);  // the rounding is real: this path is not the exact one
 }
+
+// avx512: vdpbf16ps row dots and pair panels; amx: tdpbf16ps tiles for m > 4.
+INSTANTIATE_TEST_SUITE_P(Tiers, Bf16ActivationsTest, ::testing::Values(Isa::kAvx512, Isa::kAmx),
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           return std::string(isa_name(info.param));
+                         });
 
 // Tiers without vdpbf16ps ignore the flag and compute exactly.
 TEST(Bf16Activations, IgnoredWithoutAvx512Bf16) {
