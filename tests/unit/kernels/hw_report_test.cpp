@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include "gemm/path_report.h"
 
@@ -11,13 +12,14 @@ TEST(HardwareReport, CoversEveryClassAndFormatAtTheActiveTier) {
   EXPECT_EQ(r.active, active_isa());
   EXPECT_TRUE(cpu_supports(r.best));
   EXPECT_GE(r.best, r.active);
-  std::set<std::pair<std::string, WeightFormat>> seen;
+  std::set<std::tuple<std::string, WeightFormat, bool>> seen;
   for (const GemmPathEntry& p : r.paths) {
     EXPECT_FALSE(p.kernel.empty());
     EXPECT_FALSE(p.reason.empty());
-    seen.insert({p.gemm_class, p.format});
+    seen.insert({p.gemm_class, p.format, p.bf16_activations});
   }
-  EXPECT_EQ(seen.size(), 3u * 6u);  // decode, prefill, output head x six formats
+  EXPECT_EQ(seen.size(),
+            3u * 7u);  // decode, prefill, output head x six formats and bf16 with bf16 activations
   const std::string text = format_hardware_report(r);
   for (const char* word :
        {"decode", "prefill", "output head", "w4a8", "w4a16", "int8", "bf16", "active tier"}) {
