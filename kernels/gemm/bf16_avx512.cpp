@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu/unroll.h"
 #include "gemm/gemm_isa.h"
 #include "gemm_float/panel_avx512.h"
 
@@ -18,11 +19,9 @@ namespace spark::kernels {
 
 namespace {
 
-// acc + a.even · b.even + a.odd · b.odd per lane. Through asm for the reason given in int_avx512.cpp
-// (GCC 12 copies a loop-carried accumulator twice per instruction otherwise).
+// acc + a.even · b.even + a.odd · b.odd per lane (pairs of bf16 in 32-bit lanes).
 inline __m512 dpbf16(__m512 acc, __m512i a, __m512i b) {
-  __asm__("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
-  return acc;
+  return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh&>(a), reinterpret_cast<__m512bh&>(b));
 }
 
 inline __mmask32 mask32(int64_t valid) {
@@ -52,10 +51,12 @@ template <int MR>
 void bf16_micro(const uint32_t* x, int64_t ldx, const uint32_t* panel, int64_t kc, float* c, int64_t ldc,
                 int64_t n_valid, bool accumulate) {
   __m512 acc[MR][2];
+  SPARK_UNROLL
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t kp = 0; kp < kc; ++kp) {
     const __m512i b0 = _mm512_load_si512(panel + kp * avx512::kPanelNr);
     const __m512i b1 = _mm512_load_si512(panel + kp * avx512::kPanelNr + 16);
+    SPARK_UNROLL
     for (int i = 0; i < MR; ++i) {
       const __m512i a = _mm512_set1_epi32(static_cast<int>(x[i * ldx + kp]));
       acc[i][0] = dpbf16(acc[i][0], a, b0);
@@ -63,6 +64,7 @@ void bf16_micro(const uint32_t* x, int64_t ldx, const uint32_t* panel, int64_t k
     }
   }
   const __mmask16 m0 = avx512::lanes_mask(n_valid), m1 = avx512::lanes_mask(n_valid - 16);
+  SPARK_UNROLL
   for (int i = 0; i < MR; ++i) {
     float* ci = c + i * ldc;
     if (accumulate) {
@@ -114,21 +116,29 @@ void small_m_rows(const uint32_t* xb, int64_t k2, const FloatWeight& w, float* y
   for (int64_t n = n_begin; n < n_end; n += 4) {
     const int rows = static_cast<int>(std::min<int64_t>(4, n_end - n));
     const uint16_t* wr[4];
+    SPARK_UNROLL
     for (int r = 0; r < 4; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * w.k;
     __m512 acc[M][4];
+    SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
+      SPARK_UNROLL
       for (int r = 0; r < 4; ++r) acc[i][r] = _mm512_setzero_ps();
     }
     for (int64_t kk = 0; kk < w.k; kk += 32) {
       const __mmask32 mask = mask32(w.k - kk);
       __m512i wv[4];
+      SPARK_UNROLL
       for (int r = 0; r < 4; ++r) wv[r] = _mm512_maskz_loadu_epi16(mask, wr[r] + kk);
+      SPARK_UNROLL
       for (int i = 0; i < M; ++i) {
         const __m512i xv = _mm512_loadu_si512(xb + i * k2 + kk / 2);
+        SPARK_UNROLL
         for (int r = 0; r < 4; ++r) acc[i][r] = dpbf16(acc[i][r], xv, wv[r]);
       }
     }
+    SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
+      SPARK_UNROLL
       for (int r = 0; r < rows; ++r) y[i * ldy + n + r] = _mm512_reduce_add_ps(acc[i][r]);
     }
   }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cpu/unroll.h"
 #include "util/thread_pool.h"
 
 namespace spark::kernels::avx512 {
@@ -32,6 +33,7 @@ inline void transpose16x16(__m512 r[16]) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
   }
+  SPARK_UNROLL
   for (int i = 0; i < 4; ++i) {
     const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
     const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
@@ -41,6 +43,7 @@ inline void transpose16x16(__m512 r[16]) {
     u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
   }
   // u[4g + c], 128-bit lane L, holds rows 4g..4g+3 of column 4L + c.
+  SPARK_UNROLL
   for (int c = 0; c < 4; ++c) {
     const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88),
                  w0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
@@ -58,10 +61,12 @@ template <int MR>
 void f32_micro(const float* x, int64_t ldx, const float* panel, int64_t kc, float* c, int64_t ldc,
                int64_t n_valid, bool accumulate) {
   __m512 acc[MR][2];
+  SPARK_UNROLL
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t kk = 0; kk < kc; ++kk) {
     const __m512 b0 = _mm512_load_ps(panel + kk * kPanelNr);
     const __m512 b1 = _mm512_load_ps(panel + kk * kPanelNr + 16);
+    SPARK_UNROLL
     for (int i = 0; i < MR; ++i) {
       const __m512 a = _mm512_set1_ps(x[i * ldx + kk]);
       acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
@@ -69,6 +74,7 @@ void f32_micro(const float* x, int64_t ldx, const float* panel, int64_t kc, floa
     }
   }
   const __mmask16 m0 = lanes_mask(n_valid), m1 = lanes_mask(n_valid - 16);
+  SPARK_UNROLL
   for (int i = 0; i < MR; ++i) {
     float* ci = c + i * ldc;
     if (accumulate) {
