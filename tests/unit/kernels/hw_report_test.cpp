@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 #include <tuple>
 
 #include "gemm/path_report.h"
+#include "roofline/roofline.h"
 
 namespace spark::kernels {
 
@@ -39,6 +41,19 @@ TEST(HardwareReport, TiersAreNested) {
     higher = higher || cpu_supports(isa);
   }
   EXPECT_TRUE(cpu_supports(Isa::kScalar));
+}
+
+// The roofline probes run (and under the sanitizers, touch only their own memory); their values are
+// machine facts, so only their sanity is checked, never a speed.
+TEST(Roofline, MeasurementsAreFiniteAndPositive) {
+  ThreadPool pool(2);
+  const double bw = measure_read_bandwidth(pool, size_t{8} << 20, 1);
+  EXPECT_TRUE(std::isfinite(bw));
+  EXPECT_GT(bw, 0.0);
+  if (cpu_supports(Isa::kAvx2)) {
+    EXPECT_GT(measure_fma_peak(pool, 1), 0.0);
+    EXPECT_GT(measure_int8_peak(pool, 1), 0.0);
+  }
 }
 
 }  // namespace spark::kernels

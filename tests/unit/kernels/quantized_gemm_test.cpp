@@ -155,14 +155,6 @@ TEST(GemmAccuracy, FormatsApproximateTheFloatProduct) {
   }
 }
 
-}  // namespace
-
-}  // namespace spark::kernels
-
-namespace spark::kernels {
-
-namespace {
-
 // bf16 weights with activations rounded to bf16 (vdpbf16ps): exact products of the rounded activations,
 // so against the reference fed the same rounded activations only summation order differs; against the
 // exact f32 reference the error is the activation rounding, reported here and bounded.
