@@ -24,8 +24,9 @@ void quantize_row(const float* x, int64_t k, int64_t k_pad, int64_t groups, bool
   *scale = amax / 127.0f;
   const uint8_t bias = offset128 ? 0x80 : 0;
   for (int64_t i = 0; i < k; ++i) {
-    // x · inv is within rounding of ±127, so the clamp only guards against x = ±inf.
-    const float v = std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f);
+    // x · inv is within rounding of ±127; fmax/fmin (unlike std::clamp) also map a NaN from a non-finite
+    // activation to a defined value instead of undefined behaviour in the int conversion.
+    const float v = std::fmin(std::fmax(std::nearbyint(x[i] * inv), -127.0f), 127.0f);
     q[i] = static_cast<int8_t>(static_cast<uint8_t>(static_cast<int>(v)) ^ bias);
   }
   std::memset(q + k, bias, static_cast<size_t>(k_pad - k));

@@ -19,6 +19,8 @@ enum class Kernel {
   kW4A16Avx512,
   kInt8Amx,
   kW4A8Amx,
+  kBf16DotAvx512,
+  kBf16Amx,
 };
 
 void float_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
@@ -32,10 +34,12 @@ void float_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y,
 }
 
 Kernel select_kernel(WeightFormat format, int64_t m, Isa isa, bool bf16_activations) {
-  (void)bf16_activations;
   if (isa == Isa::kScalar) return Kernel::kScalar;
   const bool avx512 = isa >= Isa::kAvx512;
   const bool amx_tiles = isa >= Isa::kAmx && m > kDecodeMaxM;
+  if (format == WeightFormat::kBF16 && bf16_activations && avx512 && cpu_features().avx512_bf16) {
+    return amx_tiles ? Kernel::kBf16Amx : Kernel::kBf16DotAvx512;
+  }
   switch (format) {
     case WeightFormat::kF32:
     case WeightFormat::kBF16:
@@ -77,6 +81,10 @@ GemmFn kernel_fn(Kernel k) {
       return gemm_int8_amx;
     case Kernel::kW4A8Amx:
       return gemm_w4a8_amx;
+    case Kernel::kBf16DotAvx512:
+      return gemm_bf16dot_avx512;
+    case Kernel::kBf16Amx:
+      return gemm_bf16_amx;
   }
   return gemm_scalar;
 }
@@ -116,6 +124,16 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
     case Kernel::kW4A8Avx512:
       return {"w4a8 avx512-vnni " + std::string(decode ? "gemv" : "tiles"),
               rows + "; nibbles unpacked in registers into vpdpbusd, zero point via activation group sums"};
+    case Kernel::kBf16DotAvx512:
+      return {
+          std::string("bf16 avx512-bf16 ") + (decode ? "row dots" : "pair panels"),
+          rows +
+              "; vdpbf16ps with activations rounded to bf16 (bf16_activations): 2x the products of an f32 "
+              "FMA, relative error ~2^-9 per activation"};
+    case Kernel::kBf16Amx:
+      return {"bf16 amx tiles", rows +
+                                    "; tdpbf16ps with activations rounded to bf16 (bf16_activations), weight "
+                                    "rows re-laid as B tiles once per task of 256 rows"};
     case Kernel::kInt8Amx:
       return {"int8 amx tiles",
               rows +

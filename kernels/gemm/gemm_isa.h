@@ -37,10 +37,17 @@ void gemm_w4a8_avx512(const float* x, int64_t m, const QuantizedWeight& w, float
 void gemm_w4a16_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                        ThreadPool& pool);
 
+// kBF16 with bf16_activations on AVX512-BF16 (vdpbf16ps).
+void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                         ThreadPool& pool);
+
 // AMX tile kernels for m > kDecodeMaxM; smaller m runs the AVX-512 GEMV.
 void gemm_int8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                    ThreadPool& pool);
 void gemm_w4a8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                   ThreadPool& pool);
+// kBF16 with bf16_activations (tdpbf16ps).
+void gemm_bf16_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                    ThreadPool& pool);
 
 }  // namespace spark::kernels

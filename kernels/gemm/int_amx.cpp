@@ -49,46 +49,124 @@ inline __mmask16 lane_mask(int64_t valid) {
   return valid >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << valid) - 1);
 }
 
-// Stores the four accumulator tiles as c[32][32] s32.
+// Stores the four accumulator tiles as c[32][32] s32 (MT = 2: tiles 0,1 rows 0-15, tiles 2,3 rows 16-31)
+// or c[16][64] (MT = 1: tiles 0-3 side by side); both with a 32-int or 64-int row stride.
+template <int MT>
 inline void store_accumulators(int32_t* c) {
-  _tile_stored(0, c, 128);
-  _tile_stored(1, c + 16, 128);
-  _tile_stored(2, c + 16 * 32, 128);
-  _tile_stored(3, c + 16 * 32 + 16, 128);
+  if constexpr (MT == 2) {
+    _tile_stored(0, c, 128);
+    _tile_stored(1, c + 16, 128);
+    _tile_stored(2, c + 16 * 32, 128);
+    _tile_stored(3, c + 16 * 32 + 16, 128);
+  } else {
+    _tile_stored(0, c, 256);
+    _tile_stored(1, c + 16, 256);
+    _tile_stored(2, c + 32, 256);
+    _tile_stored(3, c + 48, 256);
+  }
 }
 
-// Rows [m0, m0 + 32) x blocks b0, b0 + 1 (b1 may equal b0 when the task has an odd block count; its
-// results are then not stored).
-void int8_step(const QuantizedWeight& w, const QuantizedActivations& a, int64_t m0, int64_t b0, int64_t b1,
-               float* y, int64_t ldy, int64_t m) {
-  const int64_t block_bytes = w.k_pad * kBlockRows;
-  const auto* wq0 = static_cast<const int8_t*>(w.qweight) + b0 * block_bytes;
-  const auto* wq1 = static_cast<const int8_t*>(w.qweight) + b1 * block_bytes;
-  const int8_t* x0 = a.q + m0 * a.k_pad;
-  const int8_t* x1 = x0 + kTileRows * a.k_pad;
+// Activations re-laid as whole tiles: tile (mt, kt) is 16 rows x 64 bytes at (mt · KT + kt) · 1024, so every
+// tile load reads 1 KiB of consecutive memory instead of 16 lines 2 KiB apart.
+struct TiledActivations {
+  const int8_t* tiles = nullptr;
+  int64_t kt_count = 0;
+  const int8_t* tile(int64_t m0, int64_t kt) const {
+    return tiles + ((m0 / kTileRows) * kt_count + kt) * 1024;
+  }
+};
+
+TiledActivations tile_activations(const QuantizedActivations& a, int64_t m_rows, ThreadPool& pool) {
+  TiledActivations t;
+  t.kt_count = a.k_pad / 64;
+  const int64_t m_tiles = m_rows / kTileRows;
+  auto* out = static_cast<int8_t*>(scratch(3, static_cast<size_t>(m_tiles * t.kt_count) * 1024));
+  pool.run(static_cast<size_t>(m_tiles), [&](size_t mt) {
+    for (int64_t kt = 0; kt < t.kt_count; ++kt) {
+      for (int64_t r = 0; r < kTileRows; ++r) {
+        std::memcpy(out + (static_cast<int64_t>(mt) * t.kt_count + kt) * 1024 + r * 64,
+                    a.q + (static_cast<int64_t>(mt) * kTileRows + r) * a.k_pad + kt * 64, 64);
+      }
+    }
+  });
+  t.tiles = out;
+  return t;
+}
+
+// Accumulates k tiles [kt_begin, kt_end) of activation rows [m0, m0 + 16·MT) times the weight tiles at
+// b[j] + kt · 1024 (j < 4 / MT) into tiles 0-3. S8: weights signed (tdpbssd), else unsigned (tdpbsud).
+template <int MT, bool S8>
+inline void tile_products(const TiledActivations& x, int64_t m0, const int8_t* const* b, int64_t kt_begin,
+                          int64_t kt_end) {
+  for (int64_t kt = kt_begin; kt < kt_end; ++kt) {
+    if constexpr (MT == 2) {
+      _tile_loadd(4, x.tile(m0, kt), 64);
+      _tile_loadd(5, x.tile(m0 + kTileRows, kt), 64);
+      _tile_loadd(6, b[0] + kt * 1024, 64);
+      _tile_loadd(7, b[1] + kt * 1024, 64);
+      if constexpr (S8) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+      } else {
+        _tile_dpbsud(0, 4, 6);
+        _tile_dpbsud(1, 4, 7);
+        _tile_dpbsud(2, 5, 6);
+        _tile_dpbsud(3, 5, 7);
+      }
+    } else {
+      _tile_loadd(4, x.tile(m0, kt), 64);
+      _tile_loadd(6, b[0] + kt * 1024, 64);
+      _tile_loadd(7, b[1] + kt * 1024, 64);
+      if constexpr (S8) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+      } else {
+        _tile_dpbsud(0, 4, 6);
+        _tile_dpbsud(1, 4, 7);
+      }
+      _tile_loadd(6, b[2] + kt * 1024, 64);
+      _tile_loadd(7, b[3] + kt * 1024, 64);
+      if constexpr (S8) {
+        _tile_dpbssd(2, 4, 6);
+        _tile_dpbssd(3, 4, 7);
+      } else {
+        _tile_dpbsud(2, 4, 6);
+        _tile_dpbsud(3, 4, 7);
+      }
+    }
+  }
+}
+
+inline void zero_accumulators() {
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
-  for (int64_t kt = 0; kt < w.k_pad / 64; ++kt) {
-    _tile_loadd(4, x0 + kt * 64, a.k_pad);
-    _tile_loadd(5, x1 + kt * 64, a.k_pad);
-    _tile_loadd(6, wq0 + kt * 1024, 64);
-    _tile_loadd(7, wq1 + kt * 1024, 64);
-    _tile_dpbssd(0, 4, 6);
-    _tile_dpbssd(1, 4, 7);
-    _tile_dpbssd(2, 5, 6);
-    _tile_dpbssd(3, 5, 7);
-  }
-  alignas(64) int32_t c[32 * 32];
-  store_accumulators(c);
+}
+
+// One step of kInt8: activation rows [m0, m0 + 16·MT) x the weight blocks blocks[0 .. 4/MT) (a repeated
+// block stands for a missing one; its results are not stored).
+template <int MT>
+void int8_step(const QuantizedWeight& w, const QuantizedActivations& a, const TiledActivations& x, int64_t m0,
+               const int64_t* blocks, int n_valid_blocks, float* y, int64_t ldy, int64_t m) {
+  constexpr int NT = 4 / MT;
+  constexpr int kCols = 16 * NT;
+  const int64_t block_bytes = w.k_pad * kBlockRows;
+  const int8_t* b[NT];
+  for (int j = 0; j < NT; ++j) b[j] = static_cast<const int8_t*>(w.qweight) + blocks[j] * block_bytes;
+  zero_accumulators();
+  tile_products<MT, true>(x, m0, b, 0, w.k_pad / 64);
+  alignas(64) int32_t c[16 * MT * kCols];
+  store_accumulators<MT>(c);
   const auto* scales = static_cast<const float*>(w.scales);
-  for (int half = 0; half < (b1 != b0 ? 2 : 1); ++half) {
-    const int64_t n0 = (half ? b1 : b0) * kBlockRows;
+  for (int j = 0; j < n_valid_blocks; ++j) {
+    const int64_t n0 = blocks[j] * kBlockRows;
     const __mmask16 mask = lane_mask(w.n - n0);
     const __m512 sv = _mm512_loadu_ps(scales + n0);
-    for (int64_t r = 0; r < 32 && m0 + r < m; ++r) {
-      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + r * 32 + half * 16)), sv);
+    for (int64_t r = 0; r < 16 * MT && m0 + r < m; ++r) {
+      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + r * kCols + j * 16)), sv);
       v = _mm512_mul_ps(v, _mm512_set1_ps(a.scale[m0 + r]));
       _mm512_mask_storeu_ps(y + (m0 + r) * ldy + n0, mask, v);
     }
@@ -107,49 +185,40 @@ void unpack_w4a8_block(const QuantizedWeight& w, int64_t b, uint8_t* out) {
   }
 }
 
-void w4a8_step(const QuantizedWeight& w, const QuantizedActivations& a, int64_t m0, const uint8_t* q0,
-               const uint8_t* q1, int64_t b0, int64_t b1, float* y, int64_t ldy, int64_t m) {
+// One step of kW4A8 over unpacked blocks q[0 .. 4/MT) (numbers in `blocks`, as in int8_step).
+template <int MT>
+void w4a8_step(const QuantizedWeight& w, const QuantizedActivations& a, const TiledActivations& x, int64_t m0,
+               const uint8_t* const* q, const int64_t* blocks, int n_valid_blocks, float* y, int64_t ldy,
+               int64_t m) {
+  constexpr int NT = 4 / MT;
+  constexpr int kCols = 16 * NT;
   const int64_t groups = w.groups();
-  const int8_t* x0 = a.q + m0 * a.k_pad;
-  const int8_t* x1 = x0 + kTileRows * a.k_pad;
   const auto* scales = static_cast<const uint16_t*>(w.scales);
-  alignas(64) float t[32 * 32];
+  const int8_t* b[NT];
+  for (int j = 0; j < NT; ++j) b[j] = reinterpret_cast<const int8_t*>(q[j]);
+  alignas(64) float t[16 * MT * kCols];
   std::memset(t, 0, sizeof t);
-  alignas(64) int32_t c[32 * 32];
-  const int halves = b1 != b0 ? 2 : 1;
+  alignas(64) int32_t c[16 * MT * kCols];
   for (int64_t g = 0; g < groups; ++g) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (int64_t kt = 2 * g; kt < 2 * g + 2; ++kt) {
-      _tile_loadd(4, x0 + kt * 64, a.k_pad);
-      _tile_loadd(5, x1 + kt * 64, a.k_pad);
-      _tile_loadd(6, q0 + kt * 1024, 64);
-      _tile_loadd(7, q1 + kt * 1024, 64);
-      _tile_dpbsud(0, 4, 6);
-      _tile_dpbsud(1, 4, 7);
-      _tile_dpbsud(2, 5, 6);
-      _tile_dpbsud(3, 5, 7);
-    }
-    store_accumulators(c);
-    for (int half = 0; half < halves; ++half) {
-      const int64_t b = half ? b1 : b0;
-      const __m512 s = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + (b * groups + g) * kBlockRows)));
-      for (int64_t r = 0; r < 32; ++r) {
-        const __m512i corr = _mm512_sub_epi32(_mm512_load_si512(c + r * 32 + half * 16),
+    zero_accumulators();
+    tile_products<MT, false>(x, m0, b, 2 * g, 2 * g + 2);
+    store_accumulators<MT>(c);
+    for (int j = 0; j < n_valid_blocks; ++j) {
+      const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(scales + (blocks[j] * groups + g) * kBlockRows)));
+      for (int64_t r = 0; r < 16 * MT; ++r) {
+        const __m512i corr = _mm512_sub_epi32(_mm512_load_si512(c + r * kCols + j * 16),
                                               _mm512_set1_epi32(8 * a.group_sums[(m0 + r) * groups + g]));
-        float* tr = t + r * 32 + half * 16;
+        float* tr = t + r * kCols + j * 16;
         _mm512_store_ps(tr, _mm512_fmadd_ps(_mm512_cvtepi32_ps(corr), s, _mm512_load_ps(tr)));
       }
     }
   }
-  for (int half = 0; half < halves; ++half) {
-    const int64_t n0 = (half ? b1 : b0) * kBlockRows;
+  for (int j = 0; j < n_valid_blocks; ++j) {
+    const int64_t n0 = blocks[j] * kBlockRows;
     const __mmask16 mask = lane_mask(w.n - n0);
-    for (int64_t r = 0; r < 32 && m0 + r < m; ++r) {
-      const __m512 v = _mm512_mul_ps(_mm512_load_ps(t + r * 32 + half * 16), _mm512_set1_ps(a.scale[m0 + r]));
+    for (int64_t r = 0; r < 16 * MT && m0 + r < m; ++r) {
+      const __m512 v = _mm512_mul_ps(_mm512_load_ps(t + r * kCols + j * 16), _mm512_set1_ps(a.scale[m0 + r]));
       _mm512_mask_storeu_ps(y + (m0 + r) * ldy + n0, mask, v);
     }
   }
@@ -170,6 +239,23 @@ void run_amx(const QuantizedWeight& w, int64_t m, ThreadPool& pool, const Step& 
   });
 }
 
+// Covers rows [m_begin, m_end) x blocks [b_begin, b_end): 32-row steps over pairs of blocks, and a final
+// 16-row strip (when the rows end there) over quadruples of blocks, so no tile multiplies padding rows.
+template <class Step>
+void cover_task(int64_t b_begin, int64_t b_end, int64_t m_begin, int64_t m_end, const Step& step) {
+  for (int64_t m0 = m_begin; m0 < m_end;) {
+    const int mt = m_end - m0 > kTileRows ? 2 : 1;
+    const int nt = 4 / mt;
+    for (int64_t b = b_begin; b < b_end; b += nt) {
+      int64_t blocks[4];
+      const int valid = static_cast<int>(std::min<int64_t>(nt, b_end - b));
+      for (int j = 0; j < nt; ++j) blocks[j] = b + std::min(j, valid - 1);
+      step(mt, m0, blocks, valid);
+    }
+    m0 += 16 * mt;
+  }
+}
+
 }  // namespace
 
 void gemm_int8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
@@ -179,11 +265,15 @@ void gemm_int8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y
     return;
   }
   const QuantizedActivations a = quantize_activations(x, m, w.k, w.k_pad, 0, /*offset128=*/false, &pool, 32);
+  const TiledActivations xt = tile_activations(a, (m + 31) / 32 * 32, pool);
   run_amx(w, m, pool, [&](int64_t b_begin, int64_t b_end, int64_t m_begin, int64_t m_end) {
-    for (int64_t m0 = m_begin; m0 < m_end; m0 += 32) {
-      for (int64_t b = b_begin; b < b_end; b += 2)
-        int8_step(w, a, m0, b, std::min(b + 1, b_end - 1), y, ldy, m);
-    }
+    cover_task(b_begin, b_end, m_begin, m_end, [&](int mt, int64_t m0, const int64_t* blocks, int valid) {
+      if (mt == 2) {
+        int8_step<2>(w, a, xt, m0, blocks, valid, y, ldy, m);
+      } else {
+        int8_step<1>(w, a, xt, m0, blocks, valid, y, ldy, m);
+      }
+    });
   });
 }
 
@@ -195,21 +285,21 @@ void gemm_w4a8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y
   }
   const QuantizedActivations a =
       quantize_activations(x, m, w.k, w.k_pad, w.groups(), /*offset128=*/false, &pool, 32);
+  const TiledActivations xt = tile_activations(a, (m + 31) / 32 * 32, pool);
   run_amx(w, m, pool, [&](int64_t b_begin, int64_t b_end, int64_t m_begin, int64_t m_end) {
-    // The task's blocks as bytes, reused by every 32-row step (kTaskBlocks x 16 x k_pad bytes).
-    thread_local std::vector<uint8_t> unpacked_storage;
+    // The task's blocks as bytes, reused by every step (kTaskBlocks x 16 x k_pad bytes).
     const size_t block_bytes = static_cast<size_t>(w.k_pad * kBlockRows);
-    unpacked_storage.resize(kTaskBlocks * block_bytes + 64);
-    auto* unpacked = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(unpacked_storage.data()) + 63) &
-                                                ~uintptr_t{63});
+    auto* unpacked = static_cast<uint8_t*>(scratch(2, kTaskBlocks * block_bytes));
     for (int64_t b = b_begin; b < b_end; ++b) unpack_w4a8_block(w, b, unpacked + (b - b_begin) * block_bytes);
-    for (int64_t m0 = m_begin; m0 < m_end; m0 += 32) {
-      for (int64_t b = b_begin; b < b_end; b += 2) {
-        const int64_t b1 = std::min(b + 1, b_end - 1);
-        w4a8_step(w, a, m0, unpacked + (b - b_begin) * block_bytes, unpacked + (b1 - b_begin) * block_bytes,
-                  b, b1, y, ldy, m);
+    cover_task(b_begin, b_end, m_begin, m_end, [&](int mt, int64_t m0, const int64_t* blocks, int valid) {
+      const uint8_t* q[4];
+      for (int j = 0; j < 4 / mt; ++j) q[j] = unpacked + (blocks[j] - b_begin) * block_bytes;
+      if (mt == 2) {
+        w4a8_step<2>(w, a, xt, m0, q, blocks, valid, y, ldy, m);
+      } else {
+        w4a8_step<1>(w, a, xt, m0, q, blocks, valid, y, ldy, m);
       }
-    }
+    });
   });
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstring>
 
+#include "cpu/unroll.h"
 #include "gemm/gemm_isa.h"
 #include "gemm/tile_driver.h"
 
@@ -22,6 +23,13 @@ inline __m256i broadcast4(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
+}
+
+// acc + t (s32 lanes). Through asm: in a 4-row tile GCC 12 keeps a spare copy of each loop-carried
+// accumulator (a move and a stack store per add) when the add is an intrinsic.
+inline __m256i add32(__m256i acc, __m256i t) {
+  __asm__("vpaddd %1, %0, %0" : "+x"(acc) : "x"(t));
+  return acc;
 }
 
 // Stores lanes [0, valid) of v (valid may be <= 0 or >= 8).
@@ -48,28 +56,35 @@ struct Int8Kernel {
     const int8_t* xq = c.a->q + m0 * c.a->k_pad;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i acc[MR][NV];
+    SPARK_UNROLL
     for (int i = 0; i < MR; ++i) {
+      SPARK_UNROLL
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_si256();
     }
     for (int64_t kq = 0; kq < w.k_pad / 4; ++kq) {
       __m256i wv[NV];
+      SPARK_UNROLL
       for (int v = 0; v < NV; ++v) {
         wv[v] = _mm256_loadu_si256(
             reinterpret_cast<const __m256i*>(wq + (v / 2) * block_bytes + kq * 64 + (v % 2) * 32));
       }
+      SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
         const __m256i xv = broadcast4(xq + i * c.a->k_pad + kq * 4);
         const __m256i ax = _mm256_abs_epi8(xv);
+        SPARK_UNROLL
         for (int v = 0; v < NV; ++v) {
           const __m256i pairs = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv[v], xv));
-          acc[i][v] = _mm256_add_epi32(acc[i][v], _mm256_madd_epi16(pairs, ones));
+          acc[i][v] = add32(acc[i][v], _mm256_madd_epi16(pairs, ones));
         }
       }
     }
     const auto* scales = static_cast<const float*>(w.scales);
+    SPARK_UNROLL
     for (int v = 0; v < NV; ++v) {
       const int64_t n0 = b0 * kBlockRows + v * 8;
       const __m256 sv = _mm256_loadu_ps(scales + n0);
+      SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
         __m256 r = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[i][v]), sv);
         r = _mm256_mul_ps(r, _mm256_set1_ps(c.a->scale[m0 + i]));
@@ -97,44 +112,55 @@ struct W4A8Kernel {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 facc[MR][NV];
+    SPARK_UNROLL
     for (int i = 0; i < MR; ++i) {
+      SPARK_UNROLL
       for (int v = 0; v < NV; ++v) facc[i][v] = _mm256_setzero_ps();
     }
     for (int64_t g = 0; g < groups; ++g) {
       __m256i acc[MR][NV];
+      SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
+        SPARK_UNROLL
         for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_si256();
       }
       for (int64_t p = 0; p < kGroupSize / 8; ++p) {
         __m256i lo[NV], hi[NV];
+        SPARK_UNROLL
         for (int v = 0; v < NV; ++v) {
           const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
               wq + (v / 2) * block_bytes + (g * (kGroupSize / 8) + p) * 64 + (v % 2) * 32));
           lo[v] = _mm256_and_si256(raw, low4);
           hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
         }
+        SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
           const int8_t* xp = xq + i * c.a->k_pad + g * kGroupSize + p * 8;
           const __m256i x0 = broadcast4(xp), x1 = broadcast4(xp + 4);
+          SPARK_UNROLL
           for (int v = 0; v < NV; ++v) {
             // Two pair sums of at most 2 · 15 · 127 each still fit in s16.
             const __m256i pairs =
                 _mm256_add_epi16(_mm256_maddubs_epi16(lo[v], x0), _mm256_maddubs_epi16(hi[v], x1));
-            acc[i][v] = _mm256_add_epi32(acc[i][v], _mm256_madd_epi16(pairs, ones));
+            acc[i][v] = add32(acc[i][v], _mm256_madd_epi16(pairs, ones));
           }
         }
       }
+      SPARK_UNROLL
       for (int v = 0; v < NV; ++v) {
         const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(
             reinterpret_cast<const __m128i*>(sc + ((v / 2) * groups + g) * kBlockRows + (v % 2) * 8)));
+        SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
           const __m256i corr = _mm256_sub_epi32(acc[i][v], _mm256_set1_epi32(8 * gsum[i * groups + g]));
           facc[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), s, facc[i][v]);
         }
       }
     }
+    SPARK_UNROLL
     for (int v = 0; v < NV; ++v) {
       const int64_t n0 = b0 * kBlockRows + v * 8;
+      SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
         store_lanes(c.y + (m0 + i) * c.ldy + n0,
                     _mm256_mul_ps(facc[i][v], _mm256_set1_ps(c.a->scale[m0 + i])), w.n - n0);

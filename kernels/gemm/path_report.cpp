@@ -35,12 +35,15 @@ HardwareReport hardware_report() {
       {"decode", 1, 2048, 2048}, {"prefill", 512, 13312, 2048}, {"output head", 1, 131072, 2048}};
   for (const Class& c : classes) {
     for (WeightFormat f : kFormats) {
-      const GemmChoice choice = describe_gemm(f, c.m, r.active, false);
-      std::string reason = choice.reason;
-      if (std::string(c.name) == "output head") {
-        reason += "; the 131072 rows are split over the threads in 64-row tasks";
+      for (bool bf16_act : {false, true}) {
+        if (bf16_act && f != WeightFormat::kBF16) continue;
+        const GemmChoice choice = describe_gemm(f, c.m, r.active, bf16_act);
+        std::string reason = choice.reason;
+        if (std::string(c.name) == "output head") {
+          reason += "; the 131072 rows are split over the threads in 64-row tasks";
+        }
+        r.paths.push_back({c.name, c.m, c.n, c.k, f, bf16_act, choice.kernel, reason});
       }
-      r.paths.push_back({c.name, c.m, c.n, c.k, f, choice.kernel, reason});
     }
   }
   const bool fast_int8 = r.active >= Isa::kAvx2;
@@ -79,8 +82,8 @@ std::string format_hardware_report(const HardwareReport& r) {
     char bits[32];
     std::snprintf(bits, sizeof bits, "%.2f", bits_per_weight(p.format, p.n, p.k));
     s << "  " << p.gemm_class << " [m=" << p.m << ", " << p.n << "x" << p.k << "] "
-      << weight_format_name(p.format) << " (" << bits << " bits/weight): " << p.kernel << " -- " << p.reason
-      << "\n";
+      << weight_format_name(p.format) << (p.bf16_activations ? " with bf16 activations" : "") << " (" << bits
+      << " bits/weight): " << p.kernel << " -- " << p.reason << "\n";
   }
   s << "suggested formats:\n";
   for (const FormatAdvice& a : r.advice) {

@@ -16,6 +16,7 @@ struct GemmPathEntry {
   int64_t m = 0;           // activation rows the class is described at
   int64_t n = 0, k = 0;    // representative Spark-1.7B shape
   WeightFormat format = WeightFormat::kF32;
+  bool bf16_activations = false;  // kBF16 with QuantizedWeight::bf16_activations set
   std::string kernel;
   std::string reason;
 };

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "cpu/unroll.h"
 #include "gemm/gemm_isa.h"
 #include "gemm/tile_driver.h"
 #include "gemm_float/panel_avx2.h"
@@ -47,37 +48,48 @@ struct W4A16Kernel {
     const float* x = c.x + m0 * c.ldx;
     const float* xsum = c.x_group_sums + m0 * groups;
     __m256 facc[MR][NV];
+    SPARK_UNROLL
     for (int i = 0; i < MR; ++i) {
+      SPARK_UNROLL
       for (int v = 0; v < NV; ++v) facc[i][v] = _mm256_setzero_ps();
     }
     for (int64_t g = 0; g < groups; ++g) {
       __m256 acc[MR][NV];
+      SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
+        SPARK_UNROLL
         for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_ps();
       }
       for (int64_t p = g * kGroupSize / 2; p < (g + 1) * kGroupSize / 2; ++p) {
         __m256 wlo[NV], whi[NV];
+        SPARK_UNROLL
         for (int v = 0; v < NV; ++v)
           widen8(wq + (v / 2) * block_bytes + p * kBlockRows + (v % 2) * 8, &wlo[v], &whi[v]);
+        SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
           const __m256 x0 = _mm256_broadcast_ss(x + i * c.ldx + 2 * p);
           const __m256 x1 = _mm256_broadcast_ss(x + i * c.ldx + 2 * p + 1);
+          SPARK_UNROLL
           for (int v = 0; v < NV; ++v)
             acc[i][v] = _mm256_fmadd_ps(whi[v], x1, _mm256_fmadd_ps(wlo[v], x0, acc[i][v]));
         }
       }
+      SPARK_UNROLL
       for (int v = 0; v < NV; ++v) {
         const uint16_t* pg = params + ((v / 2) * groups + g) * 2 * kBlockRows + (v % 2) * 8;
         const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg)));
         const __m256 mn = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + kBlockRows)));
+        SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
           facc[i][v] = _mm256_fmadd_ps(s, acc[i][v], facc[i][v]);
           facc[i][v] = _mm256_fmadd_ps(mn, _mm256_set1_ps(xsum[i * groups + g]), facc[i][v]);
         }
       }
     }
+    SPARK_UNROLL
     for (int v = 0; v < NV; ++v) {
       const int64_t n0 = b0 * kBlockRows + v * 8;
+      SPARK_UNROLL
       for (int i = 0; i < MR; ++i) store_lanes(c.y + (m0 + i) * c.ldy + n0, facc[i][v], w.n - n0);
     }
   }

@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "cpu/unroll.h"
 #include "gemm/gemm_isa.h"
 #include "gemm/tile_driver.h"
 #include "gemm_float/panel_avx512.h"
@@ -37,17 +38,22 @@ struct W4A16Kernel {
     const float* xsum = c.x_group_sums + m0 * groups;
     const __m512 table = nibble_table();
     __m512 facc[MR][NB];
+    SPARK_UNROLL
     for (int i = 0; i < MR; ++i) {
+      SPARK_UNROLL
       for (int b = 0; b < NB; ++b) facc[i][b] = _mm512_setzero_ps();
     }
     for (int64_t g = 0; g < groups; ++g) {
       // Even and odd k accumulate separately: twice the independent FMA chains.
       __m512 acc0[MR][NB], acc1[MR][NB];
+      SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
+        SPARK_UNROLL
         for (int b = 0; b < NB; ++b) acc0[i][b] = acc1[i][b] = _mm512_setzero_ps();
       }
       for (int64_t p = g * kGroupSize / 2; p < (g + 1) * kGroupSize / 2; ++p) {
         __m512 wlo[NB], whi[NB];
+        SPARK_UNROLL
         for (int b = 0; b < NB; ++b) {
           const __m512i raw = _mm512_cvtepu8_epi32(
               _mm_loadu_si128(reinterpret_cast<const __m128i*>(wq + b * block_bytes + p * kBlockRows)));
@@ -55,29 +61,35 @@ struct W4A16Kernel {
           wlo[b] = _mm512_permutexvar_ps(raw, table);
           whi[b] = _mm512_permutexvar_ps(_mm512_srli_epi32(raw, 4), table);
         }
+        SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
           const __m512 x0 = _mm512_set1_ps(x[i * c.ldx + 2 * p]);
           const __m512 x1 = _mm512_set1_ps(x[i * c.ldx + 2 * p + 1]);
+          SPARK_UNROLL
           for (int b = 0; b < NB; ++b) {
             acc0[i][b] = _mm512_fmadd_ps(wlo[b], x0, acc0[i][b]);
             acc1[i][b] = _mm512_fmadd_ps(whi[b], x1, acc1[i][b]);
           }
         }
       }
+      SPARK_UNROLL
       for (int b = 0; b < NB; ++b) {
         const uint16_t* pg = params + (b * groups + g) * 2 * kBlockRows;
         const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pg)));
         const __m512 mn =
             _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pg + kBlockRows)));
+        SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
           facc[i][b] = _mm512_fmadd_ps(s, _mm512_add_ps(acc0[i][b], acc1[i][b]), facc[i][b]);
           facc[i][b] = _mm512_fmadd_ps(mn, _mm512_set1_ps(xsum[i * groups + g]), facc[i][b]);
         }
       }
     }
+    SPARK_UNROLL
     for (int b = 0; b < NB; ++b) {
       const int64_t n0 = (b0 + b) * kBlockRows;
       const __mmask16 mask = avx512::lanes_mask(w.n - n0);
+      SPARK_UNROLL
       for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(c.y + (m0 + i) * c.ldy + n0, mask, facc[i][b]);
     }
   }

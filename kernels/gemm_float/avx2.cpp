@@ -107,27 +107,52 @@ void small_m_rows(const float* x, int64_t m, const FloatWeight& w, float* y, int
   }
 }
 
-// panel[kk * 16 + r] = W[n0 + r, k0 + kk] widened to f32, zero for rows >= N.
+// In-register transpose of an 8 x 8 f32 tile: r[i] holds row i on entry and column i on exit.
+inline void transpose8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i + 0] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
+    r[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
+  }
+}
+
+// panel[kk * 16 + r] = W[n0 + r, k0 + kk] widened to f32, zero for rows >= N: 8 x 8 tiles are loaded row
+// by row and transposed in registers, so the panel is written in whole vectors (the ragged end of K
+// element by element).
 template <FloatDType DT>
 struct FloatPacker {
   const FloatWeight& w;
   void operator()(int64_t n0, int64_t k0, int64_t kc, float* panel) const {
     const int64_t elem = float_dtype_size(DT);
     const auto* base = static_cast<const uint8_t*>(w.data);
-    for (int64_t r = 0; r < avx2::kPanelNr; ++r) {
-      const int64_t n = n0 + r;
-      if (n >= w.n) {
-        for (int64_t kk = 0; kk < kc; ++kk) panel[kk * avx2::kPanelNr + r] = 0.0f;
-        continue;
+    const int64_t full = kc / 8 * 8;
+    for (int64_t half = 0; half < 2; ++half) {
+      const int64_t r0 = n0 + half * 8;
+      const int64_t rows = std::clamp<int64_t>(w.n - r0, 0, 8);
+      for (int64_t kk = 0; kk < full; kk += 8) {
+        __m256 t[8];
+        for (int64_t r = 0; r < 8; ++r) {
+          t[r] = r < rows ? load8<DT>(base + ((r0 + r) * w.k + k0) * elem, kk) : _mm256_setzero_ps();
+        }
+        transpose8x8(t);
+        for (int j = 0; j < 8; ++j) _mm256_store_ps(panel + (kk + j) * avx2::kPanelNr + half * 8, t[j]);
       }
-      const void* row = base + (n * w.k + k0) * elem;
-      int64_t kk = 0;
-      alignas(32) float tmp[8];
-      for (; kk + 8 <= kc; kk += 8) {
-        _mm256_store_ps(tmp, load8<DT>(row, kk));
-        for (int j = 0; j < 8; ++j) panel[(kk + j) * avx2::kPanelNr + r] = tmp[j];
+      for (int64_t r = 0; r < 8; ++r) {
+        const void* row = base + ((r0 + r) * w.k + k0) * elem;
+        for (int64_t kk = full; kk < kc; ++kk) {
+          panel[kk * avx2::kPanelNr + half * 8 + r] = r < rows ? load1<DT>(row, kk) : 0.0f;
+        }
       }
-      for (; kk < kc; ++kk) panel[kk * avx2::kPanelNr + r] = load1<DT>(row, kk);
     }
   }
 };

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "cpu/unroll.h"
 #include "gemm_float/gemm_float_isa.h"
 #include "gemm_float/panel_avx512.h"
 
@@ -39,21 +40,29 @@ void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, i
   for (int64_t n = n_begin; n < n_end; n += 4) {
     const int rows = static_cast<int>(std::min<int64_t>(4, n_end - n));
     const void* wr[4];
+    SPARK_UNROLL
     for (int r = 0; r < 4; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * k * elem;
     __m512 acc[M][4];
+    SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
+      SPARK_UNROLL
       for (int r = 0; r < 4; ++r) acc[i][r] = _mm512_setzero_ps();
     }
     for (int64_t kk = 0; kk < k; kk += 16) {
       const __mmask16 mask = avx512::lanes_mask(k - kk);
       __m512 wv[4];
+      SPARK_UNROLL
       for (int r = 0; r < 4; ++r) wv[r] = load16<DT>(wr[r], kk, mask);
+      SPARK_UNROLL
       for (int i = 0; i < M; ++i) {
         const __m512 xv = _mm512_maskz_loadu_ps(mask, x + i * k + kk);
+        SPARK_UNROLL
         for (int r = 0; r < 4; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
       }
     }
+    SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
+      SPARK_UNROLL
       for (int r = 0; r < rows; ++r) y[i * ldy + n + r] = _mm512_reduce_add_ps(acc[i][r]);
     }
   }
@@ -78,7 +87,8 @@ struct FloatPacker {
         }
         avx512::transpose16x16(t);
         const int64_t len = std::min<int64_t>(16, kc - kk);
-        for (int64_t j = 0; j < len; ++j) _mm512_store_ps(panel + (kk + j) * avx512::kPanelNr + half * 16, t[j]);
+        for (int64_t j = 0; j < len; ++j)
+          _mm512_store_ps(panel + (kk + j) * avx512::kPanelNr + half * 16, t[j]);
       }
     }
   }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cpu/unroll.h"
 #include "util/thread_pool.h"
 
 namespace spark::kernels::avx2 {
@@ -25,16 +26,19 @@ template <int MR>
 void f32_micro(const float* x, int64_t ldx, const float* panel, int64_t kc, float* c, int64_t ldc,
                int64_t n_valid, bool accumulate) {
   __m256 acc[MR][2];
+  SPARK_UNROLL
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int64_t kk = 0; kk < kc; ++kk) {
     const __m256 b0 = _mm256_load_ps(panel + kk * kPanelNr);
     const __m256 b1 = _mm256_load_ps(panel + kk * kPanelNr + 8);
+    SPARK_UNROLL
     for (int i = 0; i < MR; ++i) {
       const __m256 a = _mm256_broadcast_ss(x + i * ldx + kk);
       acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
     }
   }
+  SPARK_UNROLL
   for (int i = 0; i < MR; ++i) {
     float* ci = c + i * ldc;
     if (n_valid == kPanelNr) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cpu/unroll.h"
 #include "util/thread_pool.h"
 
 namespace spark::kernels::avx512 {
@@ -32,6 +33,7 @@ inline void transpose16x16(__m512 r[16]) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
   }
+  SPARK_UNROLL
   for (int i = 0; i < 4; ++i) {
     const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
     const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
@@ -41,8 +43,10 @@ inline void transpose16x16(__m512 r[16]) {
     u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
   }
   // u[4g + c], 128-bit lane L, holds rows 4g..4g+3 of column 4L + c.
+  SPARK_UNROLL
   for (int c = 0; c < 4; ++c) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), w0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88),
+                 w0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
     const __m512 v1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
     const __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
     r[c] = _mm512_shuffle_f32x4(v0, v1, 0x88);
@@ -57,10 +61,12 @@ template <int MR>
 void f32_micro(const float* x, int64_t ldx, const float* panel, int64_t kc, float* c, int64_t ldc,
                int64_t n_valid, bool accumulate) {
   __m512 acc[MR][2];
+  SPARK_UNROLL
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t kk = 0; kk < kc; ++kk) {
     const __m512 b0 = _mm512_load_ps(panel + kk * kPanelNr);
     const __m512 b1 = _mm512_load_ps(panel + kk * kPanelNr + 16);
+    SPARK_UNROLL
     for (int i = 0; i < MR; ++i) {
       const __m512 a = _mm512_set1_ps(x[i * ldx + kk]);
       acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
@@ -68,6 +74,7 @@ void f32_micro(const float* x, int64_t ldx, const float* panel, int64_t kc, floa
     }
   }
   const __mmask16 m0 = lanes_mask(n_valid), m1 = lanes_mask(n_valid - 16);
+  SPARK_UNROLL
   for (int i = 0; i < MR; ++i) {
     float* ci = c + i * ldc;
     if (accumulate) {
@@ -85,16 +92,18 @@ constexpr F32Micro kF32Micro[kPanelMr + 1] = {
     f32_micro<7>, f32_micro<8>, f32_micro<9>, f32_micro<10>, f32_micro<11>, f32_micro<12>};
 
 // y[m, n] = x[m, k] · Wᵀ where pack(n0, k0, kc, panel) writes panel[kk * 32 + r] = W[n0 + r, k0 + kk]
-// (zero for rows n0 + r >= n). Tasks are 64 weight rows x 192 activation rows; within a task the panels
-// of one K block are packed once and swept by every activation row.
-template <class Pack>
-void panel_gemm(const float* x, int64_t m, int64_t ldx, int64_t n, int64_t k, float* y, int64_t ldy,
-                ThreadPool& pool, const Pack& pack) {
+// (zero for rows n0 + r >= n) and micro[mr] is a micro-kernel of mr rows over such a panel. Elements are
+// 4 bytes: f32, or a pair of bf16 (then k counts pairs). Tasks are 64 weight rows x 192 activation rows;
+// within a task the panels of one K block are packed once and swept by every activation row.
+template <class Elem, class Pack, class Micro>
+void panel_gemm_with(const Elem* x, int64_t m, int64_t ldx, int64_t n, int64_t k, float* y, int64_t ldy,
+                     ThreadPool& pool, const Pack& pack, const Micro* micro) {
+  static_assert(sizeof(Elem) == 4);
   const int64_t task_cols = kPanelNr * kPanelsPerTask;
   const int64_t tasks_n = (n + task_cols - 1) / task_cols;
   const int64_t tasks_m = (m + kTaskRows - 1) / kTaskRows;
   pool.run(static_cast<size_t>(tasks_n * tasks_m), [&](size_t task) {
-    alignas(64) static thread_local float panels[kPanelsPerTask * kPanelKc * kPanelNr];
+    alignas(64) static thread_local Elem panels[kPanelsPerTask * kPanelKc * kPanelNr];
     const int64_t tn = static_cast<int64_t>(task) % tasks_n, tm = static_cast<int64_t>(task) / tasks_n;
     const int64_t n0 = tn * task_cols;
     const int64_t n_panels = std::min<int64_t>(kPanelsPerTask, (n - n0 + kPanelNr - 1) / kPanelNr);
@@ -107,12 +116,18 @@ void panel_gemm(const float* x, int64_t m, int64_t ldx, int64_t n, int64_t k, fl
         const int64_t mr = std::min(kPanelMr, m_end - m0);
         for (int64_t p = 0; p < n_panels; ++p) {
           const int64_t np0 = n0 + p * kPanelNr;
-          kF32Micro[mr](x + m0 * ldx + k0, ldx, panels + p * kPanelKc * kPanelNr, kc, y + m0 * ldy + np0, ldy,
-                        std::min(kPanelNr, n - np0), k0 > 0);
+          micro[mr](x + m0 * ldx + k0, ldx, panels + p * kPanelKc * kPanelNr, kc, y + m0 * ldy + np0, ldy,
+                    std::min(kPanelNr, n - np0), k0 > 0);
         }
       }
     }
   });
+}
+
+template <class Pack>
+void panel_gemm(const float* x, int64_t m, int64_t ldx, int64_t n, int64_t k, float* y, int64_t ldy,
+                ThreadPool& pool, const Pack& pack) {
+  panel_gemm_with(x, m, ldx, n, k, y, ldy, pool, pack, kF32Micro);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include <immintrin.h>
 
+#include "cpu/unroll.h"
 #include "roofline/roofline_isa.h"
 
 namespace spark::kernels {
@@ -21,30 +22,41 @@ uint64_t read_stream_avx2(const uint8_t* p, size_t bytes) {
 double fma_loop_avx2(int64_t iters, float* sink) {
   constexpr int kChains = 10;
   __m256 acc[kChains];
+  SPARK_UNROLL
   for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(static_cast<float>(c));
   const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
   for (int64_t i = 0; i < iters; ++i) {
+    SPARK_UNROLL
     for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
-    __asm__ volatile("" : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]), "+x"(acc[4]));
   }
   __m256 s = acc[0];
+  SPARK_UNROLL
   for (int c = 1; c < kChains; ++c) s = _mm256_add_ps(s, acc[c]);
   *sink = _mm256_cvtss_f32(s);
   return static_cast<double>(iters) * kChains * 8 * 2;
 }
 
 double int8_loop_avx2(int64_t iters, int32_t* sink) {
-  constexpr int kChains = 8;
+  // Only the adds are loop-carried (1-cycle latency), so 5 chains keep the multiply ports busy within 16
+  // registers (a chain's operand, its accumulator, and the shared b and ones).
+  constexpr int kChains = 5;
   __m256i acc[kChains];
+  SPARK_UNROLL
   for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(c);
-  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-5), ones = _mm256_set1_epi16(1);
+  __m256i a[kChains];
+  SPARK_UNROLL
+  for (int c = 0; c < kChains; ++c) a[c] = _mm256_set1_epi8(static_cast<char>(3 + c));
+  const __m256i b = _mm256_set1_epi8(-5), ones = _mm256_set1_epi16(1);
   for (int64_t i = 0; i < iters; ++i) {
+    SPARK_UNROLL
     for (int c = 0; c < kChains; ++c) {
-      acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+      // An opaque "update" of each chain's operand keeps its multiplies in the loop and apart.
+      __asm__("" : "+x"(a[c]));
+      acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(a[c], b), ones));
     }
-    __asm__ volatile("" : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]));
   }
   __m256i s = acc[0];
+  SPARK_UNROLL
   for (int c = 1; c < kChains; ++c) s = _mm256_add_epi32(s, acc[c]);
   *sink = _mm256_extract_epi32(s, 0);
   return static_cast<double>(iters) * kChains * 32 * 2;

@@ -36,6 +36,7 @@ nlohmann::ordered_json report_json(const kernels::HardwareReport& r) {
                           {"n", p.n},
                           {"k", p.k},
                           {"format", kernels::weight_format_name(p.format)},
+                          {"bf16_activations", p.bf16_activations},
                           {"bits_per_weight", kernels::bits_per_weight(p.format, p.n, p.k)},
                           {"kernel", p.kernel},
                           {"reason", p.reason}});

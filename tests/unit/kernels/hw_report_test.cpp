@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
+#include <tuple>
 
 #include "gemm/path_report.h"
+#include "roofline/roofline.h"
 
 namespace spark::kernels {
 
@@ -11,13 +14,14 @@ TEST(HardwareReport, CoversEveryClassAndFormatAtTheActiveTier) {
   EXPECT_EQ(r.active, active_isa());
   EXPECT_TRUE(cpu_supports(r.best));
   EXPECT_GE(r.best, r.active);
-  std::set<std::pair<std::string, WeightFormat>> seen;
+  std::set<std::tuple<std::string, WeightFormat, bool>> seen;
   for (const GemmPathEntry& p : r.paths) {
     EXPECT_FALSE(p.kernel.empty());
     EXPECT_FALSE(p.reason.empty());
-    seen.insert({p.gemm_class, p.format});
+    seen.insert({p.gemm_class, p.format, p.bf16_activations});
   }
-  EXPECT_EQ(seen.size(), 3u * 6u);  // decode, prefill, output head x six formats
+  EXPECT_EQ(seen.size(),
+            3u * 7u);  // decode, prefill, output head x six formats and bf16 with bf16 activations
   const std::string text = format_hardware_report(r);
   for (const char* word :
        {"decode", "prefill", "output head", "w4a8", "w4a16", "int8", "bf16", "active tier"}) {
@@ -37,6 +41,19 @@ TEST(HardwareReport, TiersAreNested) {
     higher = higher || cpu_supports(isa);
   }
   EXPECT_TRUE(cpu_supports(Isa::kScalar));
+}
+
+// The roofline probes run (and under the sanitizers, touch only their own memory); their values are
+// machine facts, so only their sanity is checked, never a speed.
+TEST(Roofline, MeasurementsAreFiniteAndPositive) {
+  ThreadPool pool(2);
+  const double bw = measure_read_bandwidth(pool, size_t{8} << 20, 1);
+  EXPECT_TRUE(std::isfinite(bw));
+  EXPECT_GT(bw, 0.0);
+  if (cpu_supports(Isa::kAvx2)) {
+    EXPECT_GT(measure_fma_peak(pool, 1), 0.0);
+    EXPECT_GT(measure_int8_peak(pool, 1), 0.0);
+  }
 }
 
 }  // namespace spark::kernels

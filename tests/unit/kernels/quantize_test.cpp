@@ -145,6 +145,17 @@ TEST(Activations, PerTokenSymmetricRounding) {
   EXPECT_EQ(b.group_sums[0], 127 - 64 + 32 - 127);
 }
 
+// A non-finite activation (a diverged model) must not be undefined behaviour: the row still quantizes to
+// values in range (the sanitizer build checks the conversions).
+TEST(Activations, NonFiniteInputsStayDefined) {
+  const float x[4] = {INFINITY, 1.0f, NAN, -INFINITY};
+  const QuantizedActivations a = quantize_activations(x, 1, 4, 64, 1, false, nullptr);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_GE(a.q[i], -127);
+    EXPECT_LE(a.q[i], 127);
+  }
+}
+
 // The embedding lookup reads the same numbers the GEMM multiplies: x = e_j picks column j of W, i.e.
 // element j of every dequantized row.
 TEST(DequantizeRow, MatchesWhatTheGemmMultiplies) {
