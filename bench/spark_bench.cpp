@@ -17,6 +17,7 @@
 #include "cpu/cpu_features.h"
 #include "model/spark_model.h"
 #include "model/synthetic_checkpoint.h"
+#include "roofline/roofline.h"
 #include "spark/engine.h"
 #include "spark/error.h"
 #include "util/process_memory.h"
@@ -34,7 +35,7 @@ using Clock = std::chrono::steady_clock;
 struct BenchOptions {
   std::string model_dir;
   std::string random_weights;
-  std::vector<std::string> quants = {"auto"};
+  std::vector<std::string> quants = {"none"};
   std::vector<int> threads;
   int n_prompt = 512;
   int n_gen = 128;
@@ -45,6 +46,7 @@ struct BenchOptions {
   std::string output = "md";
   std::string plot;
   uint64_t seed = 1;
+  bool roofline = false;
 };
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -81,10 +83,67 @@ std::vector<double> repeat(int reps, const std::string& label, const std::functi
   return rates;
 }
 
+// Measured read bandwidth and arithmetic peaks, and what they allow for this model in each format:
+// decode reads every weight once per token; prefill does 2 FLOP per weight per token.
+int run_roofline(const BenchOptions& o) {
+  std::string text = o.random_weights.empty() ? builtin_config("spark-x2.5-1.7b") : "";
+  if (!o.random_weights.empty()) {
+    if (std::filesystem::exists(o.random_weights)) {
+      std::ifstream in(o.random_weights);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      text = ss.str();
+    } else {
+      text = builtin_config(o.random_weights);
+    }
+  } else if (!o.model_dir.empty()) {
+    std::ifstream in(std::filesystem::path(o.model_dir) / "config.json");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  const ModelConfig cfg = parse_model_config(text, "config");
+  int64_t params = 0;
+  for (const ExpectedTensor& e : expected_tensors(cfg)) {
+    int64_t n = 1;
+    for (int64_t d : e.shape) n *= d;
+    params += n;
+  }
+  const double flop_per_token = 2.0 * static_cast<double>(params);
+  std::printf("| threads | read GB/s | f32 FMA GFLOP/s | int8 GOP/s | format | decode ceiling t/s | prefill ceiling t/s |\n");
+  std::printf("|---:|---:|---:|---:|---|---:|---:|\n");
+  for (int threads : o.threads) {
+    ThreadPool pool(threads);
+    const kernels::Roofline r = kernels::measure_roofline(pool);
+    for (const char* name : {"bf16", "int8", "w4a8", "w4a16"}) {
+      const kernels::WeightFormat f = kernels::parse_weight_format(name);
+      double bytes = 0;
+      for (const ExpectedTensor& e : expected_tensors(cfg)) {
+        if (e.shape.size() < 2) {
+          bytes += 4.0 * static_cast<double>(e.shape[0]);  // norms stay f32
+          continue;
+        }
+        // The tied embedding is read once for the output head; its lookup row is negligible.
+        bytes += kernels::bits_per_weight(f, e.shape[0], e.shape[1]) / 8.0 * static_cast<double>(e.shape[0] * e.shape[1]);
+      }
+      const bool integer = f == kernels::WeightFormat::kInt8 || f == kernels::WeightFormat::kW4A8;
+      const double peak = integer ? r.int8_gops : r.fma_gflops;
+      std::printf("| %d | %.1f | %.0f | %.0f | %s | %.1f | %.1f |\n", threads, r.read_gbps, r.fma_gflops, r.int8_gops, name,
+                  r.read_gbps * 1e9 / bytes, peak * 1e9 / flop_per_token);
+    }
+  }
+  std::printf("\n%s: %.3f GFLOP per token; decode ceiling = read bandwidth / weight bytes, prefill ceiling = peak / FLOP "
+              "per token (kernels at tier %s)\n",
+              cfg.model_type.c_str(), flop_per_token / 1e9, kernels::isa_name(kernels::active_isa()));
+  return 0;
+}
+
 int run(const BenchOptions& o) {
+  if (o.roofline) return run_roofline(o);
   if (o.model_dir.empty() == o.random_weights.empty()) throw Error("give exactly one of -m DIR or --random-weights CONFIG");
   for (const auto& q : o.quants) {
-    if (q != "auto") throw Error("--quant " + q + ": only 'auto' (the checkpoint's own dtype) is available in this build");
+    ModelOptions check;
+    parse_quant_option(q, "speed", check);  // reject unknown names before the (long) load
   }
   const int max_threads = *std::max_element(o.threads.begin(), o.threads.end());
 
@@ -121,25 +180,33 @@ int run(const BenchOptions& o) {
     }
   }
   const int64_t max_len = std::max(o.n_prompt + o.n_gen, o.conc_prompt + o.conc_gen) + 16;
-  auto model = std::make_shared<SparkModel>(checkpoint, max_len);
   const double load_s = seconds_since(t0);
   loading = false;
   sampler.join();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const int64_t settled = read_process_memory().rss_anon_bytes;
   peak = std::max<int64_t>(peak.load(), settled);
-  const ModelConfig& cfg = model->config();
-  const std::string dtype = checkpoint->tensor("model.layers.0.mlp.up_proj.weight").dtype;
-  const std::string kernel_path = std::string(kernels::isa_name(kernels::active_isa())) + " f32 x " + dtype;
-  progress("loaded " + desc + " in " + std::to_string(load_s) + " s; kernels " + kernel_path);
+  const ModelConfig& cfg = checkpoint->config();
+  progress("loaded " + desc + " in " + std::to_string(load_s) + " s");
 
   std::vector<BenchRow> rows;
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
   for (const std::string& quant : o.quants) {
+    ModelOptions mo;
+    mo.max_model_len = max_len;
+    parse_quant_option(quant, "speed", mo);
+    std::shared_ptr<SparkModel> model;
+    {
+      ThreadPool quant_pool(max_threads);
+      model = std::make_shared<SparkModel>(checkpoint, mo, quant_pool);
+    }
+    const std::string format = kernels::weight_format_name(model->weight_format());
+    const std::string kernel_path = std::string(kernels::isa_name(kernels::active_isa())) + " " + format;
+    progress("weights " + format + ": " + std::to_string(model->weight_bytes() >> 20) + " MiB");
     for (int threads : o.threads) {
       ThreadPool pool(threads);
       BenchRow base;
-      base.quant = quant == "auto" ? dtype : quant;
+      base.quant = format;
       base.kernel_path = kernel_path;
       base.threads = threads;
       base.load_s = load_s;
@@ -265,11 +332,12 @@ int main(int argc, char** argv) {
   CLI::App app{"spark-bench: prefill, decode and concurrency throughput of spark-server's engine"};
   std::string threads = std::to_string(spark::ThreadPool::default_threads());
   std::string conc;
-  std::string quants = "auto";
+  std::string quants = "none";
   app.add_option("-m,--model", o.model_dir, "Checkpoint folder");
   app.add_option("--random-weights", o.random_weights,
                  "A config.json (or built-in name: spark-x2.5-1.7b, spark-x2.5-4b, tiny, demo) with random weights");
-  app.add_option("--quant", quants, "Comma list of weight formats (auto: the checkpoint's dtype)");
+  app.add_option("--quant", quants,
+                 "Comma list of weight formats: none (as stored), auto, f32, bf16, f16, int8, w4a8, w4a16");
   app.add_option("-t,--threads", threads, "Comma list of thread counts")->capture_default_str();
   app.add_option("-p,--n-prompt", o.n_prompt, "Prefill tokens (0: skip)")->capture_default_str();
   app.add_option("-n,--n-gen", o.n_gen, "Decode tokens (0: skip)")->capture_default_str();
@@ -280,6 +348,8 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", o.output, "md, json or csv")->check(CLI::IsMember({"md", "json", "csv"}));
   app.add_option("--plot", o.plot, "Write an SVG of tokens/s vs concurrency (or threads)");
   app.add_option("--seed", o.seed, "Seed of the random weights and tokens");
+  app.add_flag("--roofline", o.roofline,
+               "Measure read bandwidth and FMA / int8 peaks and print the decode and prefill ceilings per format");
   CLI11_PARSE(app, argc, argv);
   try {
     auto split_ints = [](const std::string& s, const char* flag) {

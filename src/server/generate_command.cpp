@@ -30,6 +30,8 @@ struct GenerateOptions {
   bool json = false;
   std::string logits_out;
   std::string dump_dir;
+  std::string quant = "none";
+  std::string priority = "speed";
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -72,8 +74,11 @@ int run_generate(const GenerateOptions& o) {
   auto checkpoint = std::make_shared<const Checkpoint>(dir);
   const ModelConfig& cfg = checkpoint->config();
   const int64_t max_len = resolve_max_model_len(o.max_model_len, cfg.max_position_embeddings);
-  SparkModel model(checkpoint, max_len);
   ThreadPool pool(o.threads > 0 ? o.threads : ThreadPool::default_threads());
+  ModelOptions mo;
+  mo.max_model_len = max_len;
+  parse_quant_option(o.quant, o.priority, mo);
+  SparkModel model(checkpoint, mo, pool);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) in {:.2f} s; max_model_len {}, {} threads",
                dir.string(), cfg.num_layers, cfg.hidden_size, cfg.vocab_size, load_s, max_len, pool.size());
@@ -172,6 +177,8 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--stop-at-eos", opts->stop_at_eos, "Stop when EOS is generated");
   cmd->add_flag("--json", opts->json, "Print one JSON object instead of text");
   cmd->add_option("--logits-out", opts->logits_out, "Write every position's logits to this .npy file");
+  cmd->add_option("--quant", opts->quant, "Weight format: none (as stored), auto, f32, bf16, f16, int8, w4a8, w4a16");
+  cmd->add_option("--priority", opts->priority, "For --quant auto: speed or fidelity");
   cmd->add_option("--dump-activations", opts->dump_dir, "Write every named intermediate to .npy files here");
   cmd->callback([opts, &exit_code] { exit_code = run_generate(*opts); });
 }

@@ -53,7 +53,13 @@ int run_server(ServerOptions o) {
     const auto dir = resolve_model_dir(o.model_dir);
     auto checkpoint = std::make_shared<const Checkpoint>(dir);
     const int64_t max_len = resolve_max_model_len(o.max_model_len, checkpoint->config().max_position_embeddings);
-    ctx->model = std::make_shared<SparkModel>(checkpoint, max_len);
+    ModelOptions mo;
+    mo.max_model_len = max_len;
+    parse_quant_option(o.quant, o.priority, mo);
+    {
+      ThreadPool load_pool(o.engine.threads > 0 ? o.engine.threads : ThreadPool::default_threads());
+      ctx->model = std::make_shared<SparkModel>(checkpoint, mo, load_pool);
+    }
     ctx->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(dir));
     ctx->prompts = std::make_unique<PromptBuilder>(dir, o.chat_template, *ctx->tokenizer);
     const int vocab = ctx->model->config().vocab_size;
@@ -71,8 +77,10 @@ int run_server(ServerOptions o) {
     ctx->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     ctx->ready.store(true);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    spdlog::info("ready: model '{}' ({} layers, max_model_len {}, kernels {}) loaded in {:.2f} s",
-                 ctx->served_model_name, ctx->model->config().num_layers, max_len, ctx->kernel_isa, secs);
+    spdlog::info("ready: model '{}' ({} layers, max_model_len {}, weights {} = {:.0f} MiB, kernels {}) loaded in {:.2f} s",
+                 ctx->served_model_name, ctx->model->config().num_layers, max_len,
+                 kernels::weight_format_name(ctx->model->weight_format()),
+                 static_cast<double>(ctx->model->weight_bytes()) / (1024.0 * 1024.0), ctx->kernel_isa, secs);
   } catch (const std::exception& e) {
     http.stop();
     listener.join();
@@ -108,6 +116,10 @@ std::function<int()> add_serve_options(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("!--no-enable-prefix-caching", o->engine.enable_prefix_caching, "Disable the prefix cache");
   app.add_option("--max-body-bytes", o->max_body_bytes, "Largest accepted request body")->capture_default_str();
+  app.add_option("--quant", o->quant,
+                 "Weight format: none (as stored), auto (the hardware probe picks), f32, bf16, f16, int8, w4a8, w4a16")
+      ->capture_default_str();
+  app.add_option("--priority", o->priority, "For --quant auto: speed or fidelity")->capture_default_str();
   app.add_option("--default-max-tokens", o->default_max_tokens,
                  "max_tokens when a chat request gives none (0: up to the context limit)");
   return [o] { return run_server(*o); };

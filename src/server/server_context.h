@@ -25,6 +25,8 @@ struct ServerOptions {
   std::string chat_template;
   int64_t max_body_bytes = 8 * 1024 * 1024;
   int default_max_tokens = 0;  // 0: up to the context limit, as vLLM does
+  std::string quant = "none";  // none (as stored), auto, or a format name
+  std::string priority = "speed";
   EngineOptions engine;
 };
 

@@ -47,7 +47,7 @@ def main():
         check(r["rss_anon_settled_bytes"] > 0 and r["rss_anon_peak_bytes"] >= r["rss_anon_settled_bytes"],
               f"{r['test']}: rss settled {r['rss_anon_settled_bytes']} peak {r['rss_anon_peak_bytes']}")
         check(r["kv_bytes"] > 0, f"{r['test']}: kv_bytes")
-        check(r["quant"] == "BF16", f"{r['test']}: quant {r['quant']}")
+        check(r["quant"] == "bf16", f"{r['test']}: quant {r['quant']}")
         check(len(r["commit"]) >= 7, f"{r['test']}: commit {r['commit']}")
         if r["test"].startswith("pp"):
             check(r["n_prompt"] == 48 and r["n_gen"] == 0 and r["concurrency"] == 1, f"{r['test']}: sizes")
