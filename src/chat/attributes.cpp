@@ -28,8 +28,7 @@ bool in_list(const char* const (&list)[N], std::string_view name) {
 }
 
 Value unsafe(const Value& obj, const std::string& name) {
-  return Value::undefined("access to attribute '" + name + "' of '" + type_name(obj) + "' object is unsafe.",
-                          true);
+  return Value::undefined("access to attribute '" + name + "' of '" + type_name(obj) + "' object is unsafe.");
 }
 
 Value missing_attribute(const Value& obj, const std::string& name) {

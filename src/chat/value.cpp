@@ -66,10 +66,9 @@ void DictData::set(std::string key, Value value) {
   entries_.emplace_back(std::move(key), std::move(value));
 }
 
-Value Value::undefined(std::string message, bool security) {
+Value Value::undefined(std::string message) {
   auto data = std::make_shared<UndefinedData>();
   data->message = std::move(message);
-  data->security = security;
   return Value(Storage(std::in_place_index<0>, std::move(data)));
 }
 
@@ -144,11 +143,6 @@ Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
 std::string Value::undefined_message() const {
   const auto& data = std::get<0>(storage_);
   return data ? data->message : "None is undefined";
-}
-
-bool Value::undefined_is_security() const {
-  const auto& data = std::get<0>(storage_);
-  return data && data->security;
 }
 
 const void* Value::identity() const {

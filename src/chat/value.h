@@ -82,9 +82,10 @@ class Callable {
   virtual std::string python_type() const { return "builtin_function_or_method"; }
 };
 
+// What jinja2 raises when the value is used: "'foo' is undefined", or the sandbox's "access to attribute
+// 'append' of 'list' object is unsafe." for attributes it forbids.
 struct UndefinedData {
-  std::string message;    // what jinja2 raises when the value is used: "'foo' is undefined"
-  bool security = false;  // access to an attribute the sandbox forbids (list.append): SecurityError
+  std::string message;
 };
 
 class Value {
@@ -105,7 +106,7 @@ class Value {
   };
 
   Value() = default;  // undefined, no hint
-  static Value undefined(std::string message, bool security = false);
+  static Value undefined(std::string message);
   static Value none() { return Value(Storage(std::in_place_index<1>, NoneTag{})); }
   static Value boolean(bool b) { return Value(Storage(std::in_place_index<2>, b)); }
   static Value integer(int64_t i) { return Value(Storage(std::in_place_index<3>, i)); }
@@ -146,11 +147,9 @@ class Value {
   const Callable& as_callable() const { return *std::get<9>(storage_); }
   LoopData& as_loop() const { return *std::get<10>(storage_); }
   GeneratorData& as_generator() const { return *std::get<11>(storage_); }
-  const std::shared_ptr<NamespaceData>& namespace_ptr() const { return std::get<8>(storage_); }
 
   // The message jinja2 would raise for an operation on this undefined value.
   std::string undefined_message() const;
-  bool undefined_is_security() const;
   // Identity for `is sameas` and for equality of mutable objects.
   const void* identity() const;
 
@@ -190,7 +189,7 @@ std::vector<Value> iterate(const Value& v);
 size_t length_of(const Value& v);
 // Python's hashability: lists, dicts and dict views are not hashable, tuples are when their items are.
 bool is_hashable(const Value& v);
-// Throws jinja2's UndefinedError (or SecurityError) for an undefined value, otherwise does nothing.
+// Throws jinja2's UndefinedError (or the sandbox's SecurityError) for an undefined value, else does nothing.
 void fail_if_undefined(const Value& v);
 
 }  // namespace spark::jinja
