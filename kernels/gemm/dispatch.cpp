@@ -7,6 +7,8 @@ namespace spark::kernels {
 
 namespace {
 
+constexpr int64_t kW4A8AmxMinRows = 64;
+
 enum class Kernel {
   kScalar,
   kFloatAvx2,
@@ -49,7 +51,9 @@ Kernel select_kernel(WeightFormat format, int64_t m, Isa isa, bool bf16_activati
       if (amx_tiles) return Kernel::kInt8Amx;
       return avx512 ? Kernel::kInt8Avx512 : Kernel::kInt8Avx2;
     case WeightFormat::kW4A8:
-      if (amx_tiles) return Kernel::kW4A8Amx;
+      // Each AMX task unpacks its weight blocks to bytes before any tile product; below kW4A8AmxMinRows
+      // activation rows that costs more than the VNNI tiles, which unpack in registers (bench/KERNELS.md).
+      if (amx_tiles && m >= kW4A8AmxMinRows) return Kernel::kW4A8Amx;
       return avx512 ? Kernel::kW4A8Avx512 : Kernel::kW4A8Avx2;
     case WeightFormat::kW4A16:
       return avx512 ? Kernel::kW4A16Avx512 : Kernel::kW4A16Avx2;
@@ -123,7 +127,10 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
               rows + "; nibbles unpacked in registers into vpmaddubsw (q <= 15 cannot saturate)"};
     case Kernel::kW4A8Avx512:
       return {"w4a8 avx512-vnni " + std::string(decode ? "gemv" : "tiles"),
-              rows + "; nibbles unpacked in registers into vpdpbusd, zero point via activation group sums"};
+              rows + "; nibbles unpacked in registers into vpdpbusd, zero point via activation group sums" +
+                  (isa >= Isa::kAmx && !decode ? " (AMX from " + std::to_string(kW4A8AmxMinRows) +
+                                                     " rows: below, unpacking for the tiles costs more)"
+                                               : "")};
     case Kernel::kBf16DotAvx512:
       return {
           std::string("bf16 avx512-bf16 ") + (decode ? "row dots" : "pair panels"),

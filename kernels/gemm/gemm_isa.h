@@ -41,7 +41,8 @@ void gemm_w4a16_avx512(const float* x, int64_t m, const QuantizedWeight& w, floa
 void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                          ThreadPool& pool);
 
-// AMX tile kernels for m > kDecodeMaxM; smaller m runs the AVX-512 GEMV.
+// AMX tile kernels; for m <= kDecodeMaxM they run the AVX-512 GEMV. The dispatcher sends W4A8 to AMX only
+// from 64 activation rows (see dispatch.cpp).
 void gemm_int8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                    ThreadPool& pool);
 void gemm_w4a8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
