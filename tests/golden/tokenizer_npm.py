@@ -11,6 +11,7 @@ TOKENIZERS_VERSION = "0.23.2"  # napi build with a linux-x64-gnu binary; runs on
 
 def ensure_tokenizers(prefix):
     """Returns the package folder (for require()); raises RuntimeError when it cannot be installed."""
+    prefix = os.path.abspath(prefix)  # require() reads a relative path as a package name
     module_dir = os.path.join(prefix, "node_modules", "tokenizers")
     manifest = os.path.join(module_dir, "package.json")
     if os.path.exists(manifest):
