@@ -49,7 +49,7 @@ void check_text(const std::string& s, const std::string& param) {
   if (!is_valid_utf8(s)) bad(param, "is not valid UTF-8");
 }
 
-void parse_common(const ordered_json& body, CommonRequest& r, const char* default_max_tokens_key) {
+void parse_common(const ordered_json& body, CommonRequest& r) {
   if (!body.is_object()) throw ApiError::bad_request("the request body must be a JSON object");
   if (const ordered_json* m = field(body, "model")) {
     if (!m->is_string()) bad("model", "must be a string");
@@ -87,7 +87,6 @@ void parse_common(const ordered_json& body, CommonRequest& r, const char* defaul
     mt = field(body, "max_tokens");
     mt_key = "max_tokens";
   }
-  (void)default_max_tokens_key;
   if (mt != nullptr) {
     if (!mt->is_number_integer() || mt->get<int64_t>() < 1 || mt->get<int64_t>() > (1 << 24)) {
       bad(mt_key, "must be a positive integer");
@@ -235,7 +234,7 @@ bool is_valid_utf8(const std::string& s) {
 
 ChatRequest parse_chat_request(const ordered_json& body) {
   ChatRequest r;
-  parse_common(body, r, "max_completion_tokens");
+  parse_common(body, r);
   const ordered_json* messages = field(body, "messages");
   if (messages == nullptr) bad("messages", "is required");
   r.messages = normalise_messages(*messages);
@@ -301,7 +300,7 @@ ChatRequest parse_chat_request(const ordered_json& body) {
 
 CompletionRequest parse_completion_request(const ordered_json& body) {
   CompletionRequest r;
-  parse_common(body, r, "max_tokens");
+  parse_common(body, r);
   const ordered_json* prompt = field(body, "prompt");
   if (prompt == nullptr) bad("prompt", "is required");
   if (prompt->is_string()) {
