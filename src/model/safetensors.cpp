@@ -104,25 +104,36 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
 
 void write_safetensors(const std::filesystem::path& path, const std::vector<const TensorToWrite*>& tensors,
                        const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorBytesView> views;
+  views.reserve(tensors.size());
+  for (const TensorToWrite* t : tensors)
+    views.push_back({t->name, t->dtype, t->shape, t->bytes.data(), t->bytes.size()});
+  write_safetensors(path, views, metadata);
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<TensorBytesView>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header;
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  for (const TensorToWrite* t : tensors) {
-    header[t->name] = {
-        {"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->bytes.size()}}};
-    offset += t->bytes.size();
+  for (const TensorBytesView& t : tensors) {
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
+    offset += t.bytes;
   }
   std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
+  // Spaces after the JSON put the data at a 64-byte boundary of the file (so of a mapping), which keeps
+  // every packed tensor cache-line aligned for the kernels; the format only asks for 8.
+  text.append((64 - (8 + text.size()) % 64) % 64, ' ');
   std::ofstream out(path, std::ios::binary);
   if (!out) throw Error(path.string() + ": cannot write");
   uint64_t len = text.size();
   out.write(reinterpret_cast<const char*>(&len), 8);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const TensorToWrite* t : tensors) {
-    out.write(reinterpret_cast<const char*>(t->bytes.data()), static_cast<std::streamsize>(t->bytes.size()));
+  for (const TensorBytesView& t : tensors) {
+    out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(t.bytes));
   }
-  if (!out) throw Error(path.string() + ": write failed");
+  out.flush();
+  if (!out) throw Error(path.string() + ": write failed (disk full?)");
 }
 
 }  // namespace spark

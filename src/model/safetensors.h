@@ -50,4 +50,16 @@ struct TensorToWrite {
 void write_safetensors(const std::filesystem::path& path, const std::vector<const TensorToWrite*>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// The same for bytes someone else owns (a quantized model's packed buffers, a mapped checkpoint), so a
+// writer needs no second copy of what it writes.
+struct TensorBytesView {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+void write_safetensors(const std::filesystem::path& path, const std::vector<TensorBytesView>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
 }  // namespace spark
