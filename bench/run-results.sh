@@ -6,9 +6,14 @@ cd "$(dirname "$0")/.."
 threads=${THREADS:-2}
 reps=${REPS:-3}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target spark-bench >/dev/null
+cmake --build build -j"$(nproc)" --target spark-bench spark-quantize spark-make-checkpoint >/dev/null
 bench=build/bin/spark-bench
 out=bench/RESULTS.md
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# A 1.7B checkpoint on disk (random bf16 weights) and its pre-quantized copies, for start-up and fidelity.
+build/bin/spark-make-checkpoint --preset spark-x2.5-1.7b -o "$tmp/bf16" >/dev/null
+for f in w4a8 w4a16; do build/bin/spark-quantize -m "$tmp/bf16" -o "$tmp/$f" -f "$f" -t "$threads" >/dev/null; done
 {
   echo "# spark-bench results"
   echo
@@ -27,6 +32,25 @@ out=bench/RESULTS.md
   echo
   "$bench" --random-weights spark-x2.5-1.7b -t "$threads" -p 0 -n 0 -r 1 --quant int8,w4a8 \
     --concurrency 1,2,4,8,16,32,64 --plot bench/concurrency.svg
+  echo
+  echo "## Pre-quantized checkpoints (spark-quantize output): load by mmap, decode"
+  echo
+  for f in w4a8 w4a16; do
+    "$bench" -m "$tmp/$f" -t "$threads" -p 0 -n 128 -r "$reps"
+    echo
+  done
+  echo "Fidelity of each format against f32 on this checkpoint: \`bench/FIDELITY.md\`."
 } > "$out.tmp"
 mv "$out.tmp" "$out"
 echo "wrote $out"
+{
+  echo "# Quantization fidelity, Spark-X2.5-1.7B shape, random weights"
+  echo
+  echo "$(date -u +%Y-%m-%d), commit $(git rev-parse --short=12 HEAD). Regenerate with \`bench/run-results.sh\`."
+  echo "Random weights make every layer matter equally and have no outliers, so these figures rank the formats"
+  echo "rather than predict a trained model's agreement."
+  echo
+  build/bin/spark-quantize -m "$tmp/bf16" --report -t "$threads" | sed "s|$tmp/||"
+} > bench/FIDELITY.md.tmp
+mv bench/FIDELITY.md.tmp bench/FIDELITY.md
+echo "wrote bench/FIDELITY.md"

@@ -24,6 +24,7 @@ struct EngineOptions {
   int max_queued_requests = 256;      // waiting requests beyond which submit() refuses (HTTP 429)
   int64_t kv_cache_memory_bytes = 0;  // exact KV budget; 0: kv_cache_fraction of available memory
   double kv_cache_fraction = 0.25;    // of MemAvailable at start-up, when no byte budget is given
+  bool kv_cache_prefault = false;     // make the whole budget resident at start (else as pages are used)
   int block_size = 16;                // positions per KV block (the prefix-cache granularity)
   bool enable_prefix_caching = true;
   int threads = 0;  // compute threads; 0: physical cores

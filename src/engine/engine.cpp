@@ -115,7 +115,8 @@ class Engine::Impl {
       : model_(std::move(model)),
         opt_(options),
         pool_(options.threads > 0 ? options.threads : ThreadPool::default_threads()),
-        kv_pool_(model_->config(), options.block_size, resolve_kv_budget(options)),
+        kv_budget_(resolve_kv_budget(options)),
+        kv_pool_(model_->config(), options.block_size, kv_budget_, options.kv_cache_prefault),
         cache_(kv_pool_) {
     if (opt_.max_num_seqs < 1) throw Error("--max-num-seqs must be >= 1");
     if (opt_.max_num_batched_tokens < 1) throw Error("--max-num-batched-tokens must be >= 1");
@@ -125,15 +126,15 @@ class Engine::Impl {
     const int64_t seq_pages =
         kv_pool_.ring_pages() + (model_->max_model_len() + opt_.block_size - 1) / opt_.block_size;
     spdlog::info(
-        "KV cache: budget {} bytes -> {} pages of {} bytes ({} allocated); full layers: {} x {} bytes per "
+        "KV cache: budget {} bytes -> {} pages of {} bytes ({} reserved, {}); full layers: {} x {} bytes per "
         "token; "
         "sliding layers: {} x {} bytes per token, ring of {} per sequence ({} pages); fits {} tokens of "
         "full-layer "
         "KV or {} sequences of max_model_len {}",
-        resolve_kv_budget(opt_), kv_pool_.max_pages(), kv_pool_.page_bytes(), kv_pool_.bytes_allocated(),
-        c.num_full_layers(), per_token, c.num_sliding_layers(), per_token, kv_pool_.ring_capacity(),
-        kv_pool_.ring_pages(), kv_pool_.max_pages() * opt_.block_size, kv_pool_.max_pages() / seq_pages,
-        model_->max_model_len());
+        kv_budget_, kv_pool_.max_pages(), kv_pool_.page_bytes(), kv_pool_.bytes_allocated(),
+        opt_.kv_cache_prefault ? "resident now" : "resident as used", c.num_full_layers(), per_token,
+        c.num_sliding_layers(), per_token, kv_pool_.ring_capacity(), kv_pool_.ring_pages(),
+        kv_pool_.max_pages() * opt_.block_size, kv_pool_.max_pages() / seq_pages, model_->max_model_len());
     publish_stats();
     thread_ = std::thread([this] { loop(); });
   }
@@ -520,6 +521,7 @@ class Engine::Impl {
   std::shared_ptr<SparkModel> model_;
   EngineOptions opt_;
   ThreadPool pool_;
+  int64_t kv_budget_;  // resolved once: MemAvailable changes as memory is used
   KvPagePool kv_pool_;
   PrefixCache cache_;
   std::vector<float> logits_;

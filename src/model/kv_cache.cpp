@@ -1,13 +1,16 @@
 #include "model/kv_cache.h"
 
+#include <sys/mman.h>
 #include <algorithm>
+
+#include <cerrno>
 #include <cstring>
 
 #include "spark/error.h"
 
 namespace spark {
 
-KvPagePool::KvPagePool(const ModelConfig& config, int block_size, int64_t budget_bytes)
+KvPagePool::KvPagePool(const ModelConfig& config, int block_size, int64_t budget_bytes, bool prefault)
     : block_size_(block_size),
       kv_dim_(config.kv_dim()),
       num_full_layers_(config.num_full_layers()),
@@ -24,16 +27,25 @@ KvPagePool::KvPagePool(const ModelConfig& config, int block_size, int64_t budget
       throw Error("KV cache budget of " + std::to_string(budget_bytes) + " bytes is smaller than one page (" +
                   std::to_string(page_bytes()) + " bytes)");
     }
-    arena_.reset(new float[static_cast<size_t>(max_pages_ * page_floats_)]);
-    // Touch every page now: the budget is resident from the start rather than growing under load.
-    std::memset(arena_.get(), 0, static_cast<size_t>(max_pages_ * page_bytes()));
-    for (int64_t p = 0; p < max_pages_; ++p) pages_.push_back(arena_.get() + p * page_floats_);
+    // An anonymous mapping reads as zeros and commits memory page by page as it is written.
+    arena_bytes_ = static_cast<size_t>(max_pages_ * page_bytes());
+    void* mem = ::mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) {
+      throw Error("cannot reserve a KV cache of " + std::to_string(arena_bytes_) +
+                  " bytes: " + std::strerror(errno));
+    }
+    arena_ = static_cast<float*>(mem);
+    if (prefault) std::memset(arena_, 0, arena_bytes_);
+    for (int64_t p = 0; p < max_pages_; ++p) pages_.push_back(arena_ + p * page_floats_);
     refs_.assign(pages_.size(), 0);
     for (int64_t p = max_pages_ - 1; p >= 0; --p) free_list_.push_back(static_cast<int>(p));
   }
 }
 
-KvPagePool::~KvPagePool() = default;
+KvPagePool::~KvPagePool() {
+  if (arena_ != nullptr) ::munmap(arena_, arena_bytes_);
+}
 
 int KvPagePool::allocate() {
   if (free_list_.empty()) {

@@ -19,9 +19,12 @@ namespace spark {
 class KvPagePool {
  public:
   // budget_bytes == 0: pages are allocated on demand without limit (command-line tools, tests).
-  // Otherwise floor(budget / page) pages are allocated and touched up front, so the budget is resident
-  // memory from the start and is honoured to within one page.
-  KvPagePool(const ModelConfig& config, int block_size, int64_t budget_bytes);
+  // Otherwise floor(budget / page) pages are reserved as one address range, so the budget is honoured to
+  // within one page and never exceeded. The memory becomes resident as pages are first used (the
+  // most recently freed page is handed out first, so residency follows the high-water mark of use);
+  // `prefault` touches it all up front instead (no page faults under load, the budget resident from the
+  // start).
+  KvPagePool(const ModelConfig& config, int block_size, int64_t budget_bytes, bool prefault = false);
   ~KvPagePool();
   KvPagePool(const KvPagePool&) = delete;
   KvPagePool& operator=(const KvPagePool&) = delete;
@@ -62,7 +65,8 @@ class KvPagePool {
   int ring_pages_;
   int64_t max_pages_ = 0;
   int64_t in_use_ = 0;
-  std::unique_ptr<float[]> arena_;                // bounded pools: one allocation
+  float* arena_ = nullptr;  // bounded pools: one anonymous mapping of arena_bytes_
+  size_t arena_bytes_ = 0;
   std::vector<std::unique_ptr<float[]>> chunks_;  // unbounded pools: one allocation per page
   std::vector<float*> pages_;
   std::vector<int> refs_;

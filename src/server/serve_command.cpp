@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <future>
 #include <memory>
 #include <thread>
 
@@ -46,13 +47,36 @@ int run_server(ServerOptions o) {
   HttpServer http(*ctx);
   const int port = http.bind();
   std::thread listener([&] { http.listen(); });
-  spdlog::info("spark-server listening on http://{}:{} (health: 503 until the model is loaded)", o.host, port);
+  spdlog::info("spark-server listening on http://{}:{} (health: 503 until the model is loaded)", o.host,
+               port);
 
   try {
     const auto t0 = std::chrono::steady_clock::now();
     const auto dir = resolve_model_dir(o.model_dir);
     auto checkpoint = std::make_shared<const Checkpoint>(dir);
-    const int64_t max_len = resolve_max_model_len(o.max_model_len, checkpoint->config().max_position_embeddings);
+    const int64_t max_len =
+        resolve_max_model_len(o.max_model_len, checkpoint->config().max_position_embeddings);
+    // The tokenizer, the chat template and the constraint vocabulary do not depend on the weights: they
+    // load on a second thread while the weights are mapped (or quantized) and the KV cache is allocated.
+    struct TextSide {
+      std::unique_ptr<Tokenizer> tokenizer;
+      std::unique_ptr<PromptBuilder> prompts;
+      std::shared_ptr<const ConstraintVocab> constraint_vocab;
+    };
+    const ModelConfig& cfg = checkpoint->config();
+    auto text_side = std::async(std::launch::async, [&dir, &o, &cfg] {
+      TextSide t;
+      t.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(dir));
+      t.prompts = std::make_unique<PromptBuilder>(dir, o.chat_template, *t.tokenizer);
+      std::vector<std::string> texts(static_cast<size_t>(cfg.vocab_size));
+      for (int32_t id = 0; id < cfg.vocab_size; ++id) {
+        if (t.tokenizer->contains(id))
+          texts[static_cast<size_t>(id)] = std::string(t.tokenizer->token_bytes(id));
+      }
+      t.constraint_vocab =
+          std::make_shared<const ConstraintVocab>(std::move(texts), std::vector<int32_t>{cfg.eos_token_id});
+      return t;
+    });
     ModelOptions mo;
     mo.max_model_len = max_len;
     parse_quant_option(o.quant, o.priority, mo);
@@ -60,27 +84,26 @@ int run_server(ServerOptions o) {
       ThreadPool load_pool(o.engine.threads > 0 ? o.engine.threads : ThreadPool::default_threads());
       ctx->model = std::make_shared<SparkModel>(checkpoint, mo, load_pool);
     }
-    ctx->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(dir));
-    ctx->prompts = std::make_unique<PromptBuilder>(dir, o.chat_template, *ctx->tokenizer);
-    const int vocab = ctx->model->config().vocab_size;
-    std::vector<std::string> texts(static_cast<size_t>(vocab));
-    for (int32_t id = 0; id < vocab; ++id) {
-      if (ctx->tokenizer->contains(id)) texts[static_cast<size_t>(id)] = std::string(ctx->tokenizer->token_bytes(id));
-    }
-    ctx->constraint_vocab = std::make_shared<const ConstraintVocab>(std::move(texts),
-                                                                    std::vector<int32_t>{ctx->model->config().eos_token_id});
     ctx->engine = std::make_unique<Engine>(ctx->model, o.engine);
+    TextSide text = text_side.get();
+    ctx->tokenizer = std::move(text.tokenizer);
+    ctx->prompts = std::move(text.prompts);
+    ctx->constraint_vocab = std::move(text.constraint_vocab);
     ctx->served_model_name = !o.served_model_name.empty() ? o.served_model_name
-                             : o.model_dir.empty()         ? "spark-demo"
-                                                           : dir.filename().string();
+                             : o.model_dir.empty()        ? "spark-demo"
+                                                          : dir.filename().string();
     ctx->kernel_isa = kernels::isa_name(kernels::active_isa());
-    ctx->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    ctx->created =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     ctx->ready.store(true);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    spdlog::info("ready: model '{}' ({} layers, max_model_len {}, weights {} = {:.0f} MiB, kernels {}) loaded in {:.2f} s",
-                 ctx->served_model_name, ctx->model->config().num_layers, max_len,
-                 kernels::weight_format_name(ctx->model->weight_format()),
-                 static_cast<double>(ctx->model->weight_bytes()) / (1024.0 * 1024.0), ctx->kernel_isa, secs);
+    spdlog::info(
+        "ready: model '{}' ({} layers, max_model_len {}, weights {} = {:.0f} MiB, kernels {}) loaded in "
+        "{:.2f} s",
+        ctx->served_model_name, ctx->model->config().num_layers, max_len,
+        kernels::weight_format_name(ctx->model->weight_format()),
+        static_cast<double>(ctx->model->weight_bytes()) / (1024.0 * 1024.0), ctx->kernel_isa, secs);
   } catch (const std::exception& e) {
     http.stop();
     listener.join();
@@ -99,25 +122,37 @@ std::function<int()> add_serve_options(CLI::App& app) {
   auto o = std::make_shared<ServerOptions>();
   app.add_option("--model", o->model_dir, "Checkpoint folder (default: the built-in random-weight demo)");
   app.add_option("--host", o->host, "Address to listen on")->capture_default_str();
-  app.add_option("--port", o->port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
-  app.add_option("--api-key", o->api_key, "Require this bearer token on /v1 routes")->envname("SPARK_API_KEY");
-  app.add_option("--served-model-name", o->served_model_name, "Model name in the API (default: the folder name)");
-  app.add_option("--max-model-len", o->max_model_len, "Context length (default: the model's, capped at 32768)");
-  app.add_option("--chat-template", o->chat_template, "A Jinja chat template file to use instead of the model's");
+  app.add_option("--port", o->port, "Port (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--api-key", o->api_key, "Require this bearer token on /v1 routes")
+      ->envname("SPARK_API_KEY");
+  app.add_option("--served-model-name", o->served_model_name,
+                 "Model name in the API (default: the folder name)");
+  app.add_option("--max-model-len", o->max_model_len,
+                 "Context length (default: the model's, capped at 32768)");
+  app.add_option("--chat-template", o->chat_template,
+                 "A Jinja chat template file to use instead of the model's");
   app.add_option("-t,--threads", o->engine.threads, "Compute threads (default: physical cores)");
-  app.add_option("--max-num-seqs", o->engine.max_num_seqs, "Sequences per engine step")->capture_default_str();
+  app.add_option("--max-num-seqs", o->engine.max_num_seqs, "Sequences per engine step")
+      ->capture_default_str();
   app.add_option("--max-num-batched-tokens", o->engine.max_num_batched_tokens, "Tokens per engine step")
       ->capture_default_str();
   app.add_option("--max-queued-requests", o->engine.max_queued_requests, "Waiting requests before HTTP 429")
       ->capture_default_str();
-  app.add_option("--kv-cache-memory-bytes", o->engine.kv_cache_memory_bytes, "Exact KV cache budget in bytes");
+  app.add_option("--kv-cache-memory-bytes", o->engine.kv_cache_memory_bytes,
+                 "Exact KV cache budget in bytes");
   app.add_option("--kv-cache-fraction", o->engine.kv_cache_fraction,
                  "KV cache budget as a fraction of available memory (when no byte budget is given)")
       ->capture_default_str();
+  app.add_flag("--kv-cache-prefault", o->engine.kv_cache_prefault,
+               "Make the whole KV budget resident at start-up (default: it becomes resident as it is used)");
   app.add_flag("!--no-enable-prefix-caching", o->engine.enable_prefix_caching, "Disable the prefix cache");
-  app.add_option("--max-body-bytes", o->max_body_bytes, "Largest accepted request body")->capture_default_str();
+  app.add_option("--max-body-bytes", o->max_body_bytes, "Largest accepted request body")
+      ->capture_default_str();
   app.add_option("--quant", o->quant,
-                 "Weight format: none (as stored), auto (the hardware probe picks), f32, bf16, f16, int8, w4a8, w4a16")
+                 "Weight format: none (as stored), auto (the hardware probe picks), f32, bf16, f16, int8, "
+                 "w4a8, w4a16")
       ->capture_default_str();
   app.add_option("--priority", o->priority, "For --quant auto: speed or fidelity")->capture_default_str();
   app.add_option("--default-max-tokens", o->default_max_tokens,

@@ -272,6 +272,7 @@ TEST_F(EngineTest, KvBudgetIsExactAndResident) {
   auto measure = [&](int64_t budget) {
     EngineOptions o = options(1, false);
     o.kv_cache_memory_bytes = budget;
+    o.kv_cache_prefault = true;  // resident from the start (without it, as used: kv_cache_test.cpp)
     const int64_t before = read_process_memory().rss_anon_bytes;
     Engine engine(*model_, o);
     const int64_t after = read_process_memory().rss_anon_bytes;

@@ -2,8 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 #include "model/synthetic_checkpoint.h"
 #include "spark/model_config.h"
+#include "util/process_memory.h"
 
 namespace spark {
 
@@ -26,6 +31,51 @@ TEST(KvPagePool, BudgetIsHonouredToWithinOnePage) {
     EXPECT_LT(budget - pool.bytes_allocated(), page);
   }
   EXPECT_ANY_THROW(KvPagePool(cfg, 16, page - 1));
+}
+
+// Resident memory follows use: nothing at construction, the pages written once they are written, never
+// more than the budget, and freed pages are reused before untouched ones. (Prefaulted pools are measured
+// through the engine in engine_test.cpp.)
+TEST(KvPagePool, MemoryBecomesResidentAsPagesAreUsed) {
+  ModelConfig cfg = tiny_config();
+  const int64_t mib = 1024 * 1024, budget = 48 * mib;
+#if defined(__SANITIZE_ADDRESS__)
+  const double shadow = 1.0 / 8;  // AddressSanitizer commits one shadow byte per eight written
+#else
+  const double shadow = 0.0;
+#endif
+  const int64_t before = read_process_memory().rss_anon_bytes;
+  KvPagePool pool(cfg, 16, budget);
+  const int64_t constructed = read_process_memory().rss_anon_bytes;
+  EXPECT_LT(constructed - before, 2 * mib) << "the budget is reserved, not resident";
+
+  // Use half the pages, free them, use them again: residency is the high-water mark, half the budget.
+  std::vector<int> held;
+  for (int64_t i = 0; i < pool.max_pages() / 2; ++i) {
+    held.push_back(pool.allocate());
+    std::memset(pool.page(held.back()), 1, static_cast<size_t>(pool.page_bytes()));
+  }
+  for (int p : held) pool.release(p);
+  for (int64_t i = 0; i < pool.max_pages() / 2; ++i) {
+    const int p = pool.allocate();
+    EXPECT_TRUE(std::find(held.begin(), held.end(), p) != held.end()) << "a freed page is reused first";
+  }
+  const int64_t half = read_process_memory().rss_anon_bytes - constructed;
+  const double half_bytes = static_cast<double>(pool.max_pages() / 2 * pool.page_bytes());
+  EXPECT_GT(static_cast<double>(half), half_bytes - 2.0 * mib);
+  EXPECT_LT(static_cast<double>(half), half_bytes * (1 + shadow) + 2.0 * mib);
+
+  // Every page in use: the whole allocation is resident, and not a page more is handed out.
+  while (true) {
+    const int p = pool.allocate();
+    if (p < 0) break;
+    std::memset(pool.page(p), 1, static_cast<size_t>(pool.page_bytes()));
+  }
+  EXPECT_EQ(pool.pages_in_use(), pool.max_pages());
+  const int64_t full = read_process_memory().rss_anon_bytes - constructed;
+  EXPECT_GT(static_cast<double>(full), static_cast<double>(pool.bytes_allocated()) - 2.0 * mib);
+  EXPECT_LT(static_cast<double>(full),
+            static_cast<double>(pool.bytes_allocated()) * (1 + shadow) + 2.0 * mib);
 }
 
 TEST(KvPagePool, RefcountedPagesReturnWhenTheLastHolderReleases) {
