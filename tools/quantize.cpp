@@ -147,7 +147,7 @@ int report_command(const std::string& model_dir, const std::string& formats, int
     rows.push_back(std::move(r));
   }
 
-  std::printf("## Fidelity against f32: %s\n\n", model_dir.c_str());
+  std::printf("## Fidelity against f32, checkpoint %s\n\n", model_dir.c_str());
   std::printf("Prompt: %lld seeded random tokens (sliding window %d), then %lld greedy tokens.\n\n",
               static_cast<long long>(prompt_tokens), c.sliding_window, static_cast<long long>(greedy_steps));
   std::printf(

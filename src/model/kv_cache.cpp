@@ -1,8 +1,8 @@
 #include "model/kv_cache.h"
 
 #include <sys/mman.h>
-#include <algorithm>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
