@@ -33,10 +33,15 @@ for f in w4a8 w4a16; do build/bin/spark-quantize -m "$tmp/bf16" -o "$tmp/$f" -f 
   "$bench" --random-weights spark-x2.5-1.7b -t "$threads" -p 0 -n 0 -r 1 --quant int8,w4a8 \
     --concurrency 1,2,4,8,16,32,64 --plot bench/concurrency.svg
   echo
+  echo "## The AVX2 kernels on this machine (SPARK_FORCE_ISA=avx2: what a CPU without AVX-512 / AMX runs)"
+  echo
+  SPARK_FORCE_ISA=avx2 "$bench" --random-weights spark-x2.5-1.7b -t "$threads" -p 512 -n 128 -r "$reps" \
+    --quant int8,w4a8,w4a16
+  echo
   echo "## Pre-quantized checkpoints (spark-quantize output): load by mmap, decode"
   echo
   for f in w4a8 w4a16; do
-    "$bench" -m "$tmp/$f" -t "$threads" -p 0 -n 128 -r "$reps"
+    "$bench" -m "$tmp/$f" -t "$threads" -p 0 -n 128 -r "$reps" | sed "s|$tmp/||"
     echo
   done
   echo "Fidelity of each format against f32 on this checkpoint: \`bench/FIDELITY.md\`."
