@@ -33,7 +33,7 @@ inline void store_lanes(float* dst, __m256 v, int64_t valid) {
 }
 
 struct W4A16Kernel {
-  static constexpr int kDecodeNb = 1;
+  static constexpr int kDecodeNb = 2;
   static constexpr int kPrefillMr = 1;  // unused: large m goes through the panel GEMM
   static constexpr int kPrefillNb = 1;
 
@@ -54,11 +54,13 @@ struct W4A16Kernel {
       for (int v = 0; v < NV; ++v) facc[i][v] = _mm256_setzero_ps();
     }
     for (int64_t g = 0; g < groups; ++g) {
-      __m256 acc[MR][NV];
+      // Even and odd k accumulate separately: two independent FMA chains per output vector, so decode
+      // (one row of x) is not bound by FMA latency.
+      __m256 acc0[MR][NV], acc1[MR][NV];
       SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
         SPARK_UNROLL
-        for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_ps();
+        for (int v = 0; v < NV; ++v) acc0[i][v] = acc1[i][v] = _mm256_setzero_ps();
       }
       for (int64_t p = g * kGroupSize / 2; p < (g + 1) * kGroupSize / 2; ++p) {
         __m256 wlo[NV], whi[NV];
@@ -70,8 +72,10 @@ struct W4A16Kernel {
           const __m256 x0 = _mm256_broadcast_ss(x + i * c.ldx + 2 * p);
           const __m256 x1 = _mm256_broadcast_ss(x + i * c.ldx + 2 * p + 1);
           SPARK_UNROLL
-          for (int v = 0; v < NV; ++v)
-            acc[i][v] = _mm256_fmadd_ps(whi[v], x1, _mm256_fmadd_ps(wlo[v], x0, acc[i][v]));
+          for (int v = 0; v < NV; ++v) {
+            acc0[i][v] = _mm256_fmadd_ps(wlo[v], x0, acc0[i][v]);
+            acc1[i][v] = _mm256_fmadd_ps(whi[v], x1, acc1[i][v]);
+          }
         }
       }
       SPARK_UNROLL
@@ -81,7 +85,7 @@ struct W4A16Kernel {
         const __m256 mn = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + kBlockRows)));
         SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
-          facc[i][v] = _mm256_fmadd_ps(s, acc[i][v], facc[i][v]);
+          facc[i][v] = _mm256_fmadd_ps(s, _mm256_add_ps(acc0[i][v], acc1[i][v]), facc[i][v]);
           facc[i][v] = _mm256_fmadd_ps(mn, _mm256_set1_ps(xsum[i * groups + g]), facc[i][v]);
         }
       }
