@@ -21,6 +21,7 @@
 #include "spark/engine.h"
 #include "spark/error.h"
 #include "util/process_memory.h"
+#include "util/text_file.h"
 
 #ifndef SPARK_GIT_COMMIT
 #define SPARK_GIT_COMMIT "unknown"
@@ -49,7 +50,9 @@ struct BenchOptions {
   bool roofline = false;
 };
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 std::vector<int32_t> random_tokens(int n, int vocab, std::mt19937& rng) {
   std::uniform_int_distribution<int32_t> dist(14, vocab - 1);
@@ -69,7 +72,9 @@ Stats summarize(std::vector<double> v) {
   return {median, v.front(), v.back()};
 }
 
-void progress(const std::string& what) { std::fprintf(stderr, "spark-bench: %s\n", what.c_str()); }
+void progress(const std::string& what) {
+  std::fprintf(stderr, "spark-bench: %s\n", what.c_str());
+}
 
 // Runs `once` reps + 1 times (the first is a warm-up), returning tokens/s of the timed ones.
 std::vector<double> repeat(int reps, const std::string& label, const std::function<double()>& once) {
@@ -83,25 +88,18 @@ std::vector<double> repeat(int reps, const std::string& label, const std::functi
   return rates;
 }
 
+// --random-weights: a config.json path, else the name of a built-in config.
+std::string random_weights_config(const std::string& arg) {
+  return std::filesystem::exists(arg) ? read_text_file(arg) : builtin_config(arg);
+}
+
 // Measured read bandwidth and arithmetic peaks, and what they allow for this model in each format:
 // decode reads every weight once per token; prefill does 2 FLOP per weight per token.
 int run_roofline(const BenchOptions& o) {
-  std::string text = o.random_weights.empty() ? builtin_config("spark-x2.5-1.7b") : "";
-  if (!o.random_weights.empty()) {
-    if (std::filesystem::exists(o.random_weights)) {
-      std::ifstream in(o.random_weights);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      text = ss.str();
-    } else {
-      text = builtin_config(o.random_weights);
-    }
-  } else if (!o.model_dir.empty()) {
-    std::ifstream in(std::filesystem::path(o.model_dir) / "config.json");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
+  const std::string text = !o.random_weights.empty() ? random_weights_config(o.random_weights)
+                           : !o.model_dir.empty()
+                               ? read_text_file(std::filesystem::path(o.model_dir) / "config.json")
+                               : builtin_config("spark-x2.5-1.7b");
   const ModelConfig cfg = parse_model_config(text, "config");
   int64_t params = 0;
   for (const ExpectedTensor& e : expected_tensors(cfg)) {
@@ -110,7 +108,9 @@ int run_roofline(const BenchOptions& o) {
     params += n;
   }
   const double flop_per_token = 2.0 * static_cast<double>(params);
-  std::printf("| threads | read GB/s | f32 FMA GFLOP/s | int8 GOP/s | format | decode ceiling t/s | prefill ceiling t/s |\n");
+  std::printf(
+      "| threads | read GB/s | f32 FMA GFLOP/s | int8 GOP/s | format | decode ceiling t/s | prefill ceiling "
+      "t/s |\n");
   std::printf("|---:|---:|---:|---:|---|---:|---:|\n");
   for (int threads : o.threads) {
     ThreadPool pool(threads);
@@ -124,23 +124,27 @@ int run_roofline(const BenchOptions& o) {
           continue;
         }
         // The tied embedding is read once for the output head; its lookup row is negligible.
-        bytes += kernels::bits_per_weight(f, e.shape[0], e.shape[1]) / 8.0 * static_cast<double>(e.shape[0] * e.shape[1]);
+        bytes += kernels::bits_per_weight(f, e.shape[0], e.shape[1]) / 8.0 *
+                 static_cast<double>(e.shape[0] * e.shape[1]);
       }
       const bool integer = f == kernels::WeightFormat::kInt8 || f == kernels::WeightFormat::kW4A8;
       const double peak = integer ? r.int8_gops : r.fma_gflops;
-      std::printf("| %d | %.1f | %.0f | %.0f | %s | %.1f | %.1f |\n", threads, r.read_gbps, r.fma_gflops, r.int8_gops, name,
-                  r.read_gbps * 1e9 / bytes, peak * 1e9 / flop_per_token);
+      std::printf("| %d | %.1f | %.0f | %.0f | %s | %.1f | %.1f |\n", threads, r.read_gbps, r.fma_gflops,
+                  r.int8_gops, name, r.read_gbps * 1e9 / bytes, peak * 1e9 / flop_per_token);
     }
   }
-  std::printf("\n%s: %.3f GFLOP per token; decode ceiling = read bandwidth / weight bytes, prefill ceiling = peak / FLOP "
-              "per token (kernels at tier %s)\n",
-              cfg.model_type.c_str(), flop_per_token / 1e9, kernels::isa_name(kernels::active_isa()));
+  std::printf(
+      "\n%s: %.3f GFLOP per token; decode ceiling = read bandwidth / weight bytes, prefill ceiling = peak / "
+      "FLOP "
+      "per token (kernels at tier %s)\n",
+      cfg.model_type.c_str(), flop_per_token / 1e9, kernels::isa_name(kernels::active_isa()));
   return 0;
 }
 
 int run(const BenchOptions& o) {
   if (o.roofline) return run_roofline(o);
-  if (o.model_dir.empty() == o.random_weights.empty()) throw Error("give exactly one of -m DIR or --random-weights CONFIG");
+  if (o.model_dir.empty() == o.random_weights.empty())
+    throw Error("give exactly one of -m DIR or --random-weights CONFIG");
   for (const auto& q : o.quants) {
     ModelOptions check;
     parse_quant_option(q, "speed", check);  // reject unknown names before the (long) load
@@ -165,18 +169,10 @@ int run(const BenchOptions& o) {
       checkpoint = std::make_shared<const Checkpoint>(o.model_dir);
       desc = o.model_dir;
     } else {
-      std::string text;
-      if (std::filesystem::exists(o.random_weights)) {
-        std::ifstream in(o.random_weights);
-        std::stringstream ss;
-        ss << in.rdbuf();
-        text = ss.str();
-      } else {
-        text = builtin_config(o.random_weights);
-      }
-      checkpoint = make_random_checkpoint(text, o.seed, load_pool);
+      checkpoint = make_random_checkpoint(random_weights_config(o.random_weights), o.seed, load_pool);
       const bool file = std::filesystem::exists(o.random_weights);
-      desc = (file ? std::filesystem::path(o.random_weights).filename().string() : o.random_weights) + " (random weights)";
+      desc = (file ? std::filesystem::path(o.random_weights).filename().string() : o.random_weights) +
+             " (random weights)";
     }
   }
   const int64_t max_len = std::max(o.n_prompt + o.n_gen, o.conc_prompt + o.conc_gen) + 16;
@@ -334,22 +330,27 @@ int main(int argc, char** argv) {
   std::string conc;
   std::string quants = "none";
   app.add_option("-m,--model", o.model_dir, "Checkpoint folder");
-  app.add_option("--random-weights", o.random_weights,
-                 "A config.json (or built-in name: spark-x2.5-1.7b, spark-x2.5-4b, tiny, demo) with random weights");
+  app.add_option(
+      "--random-weights", o.random_weights,
+      "A config.json (or built-in name: spark-x2.5-1.7b, spark-x2.5-4b, tiny, demo) with random weights");
   app.add_option("--quant", quants,
                  "Comma list of weight formats: none (as stored), auto, f32, bf16, f16, int8, w4a8, w4a16");
   app.add_option("-t,--threads", threads, "Comma list of thread counts")->capture_default_str();
   app.add_option("-p,--n-prompt", o.n_prompt, "Prefill tokens (0: skip)")->capture_default_str();
   app.add_option("-n,--n-gen", o.n_gen, "Decode tokens (0: skip)")->capture_default_str();
-  app.add_option("-r,--reps", o.reps, "Timed repetitions (one warm-up is added)")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("-r,--reps", o.reps, "Timed repetitions (one warm-up is added)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app.add_option("--concurrency", conc, "Comma list of concurrent sequence counts (e.g. 1,2,4,8,16,32,64)");
-  app.add_option("--conc-prompt", o.conc_prompt, "Prompt tokens per concurrent sequence")->capture_default_str();
+  app.add_option("--conc-prompt", o.conc_prompt, "Prompt tokens per concurrent sequence")
+      ->capture_default_str();
   app.add_option("--conc-gen", o.conc_gen, "Generated tokens per concurrent sequence")->capture_default_str();
   app.add_option("-o,--output", o.output, "md, json or csv")->check(CLI::IsMember({"md", "json", "csv"}));
   app.add_option("--plot", o.plot, "Write an SVG of tokens/s vs concurrency (or threads)");
   app.add_option("--seed", o.seed, "Seed of the random weights and tokens");
-  app.add_flag("--roofline", o.roofline,
-               "Measure read bandwidth and FMA / int8 peaks and print the decode and prefill ceilings per format");
+  app.add_flag(
+      "--roofline", o.roofline,
+      "Measure read bandwidth and FMA / int8 peaks and print the decode and prefill ceilings per format");
   CLI11_PARSE(app, argc, argv);
   try {
     auto split_ints = [](const std::string& s, const char* flag) {

@@ -2,11 +2,10 @@
 // format, from a built-in config (configs/*.json) or any config.json.
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "model/synthetic_checkpoint.h"
 #include "spark/error.h"
+#include "util/text_file.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Write a random-weight Spark-X2.5 checkpoint folder"};
@@ -27,16 +26,9 @@ int main(int argc, char** argv) {
   app.add_option("-o,--out", out, "Output folder")->required();
   CLI11_PARSE(app, argc, argv);
   try {
-    std::string config_text;
-    if (!config_path.empty()) {
-      std::ifstream in(config_path);
-      if (!in) throw spark::Error(config_path + ": cannot read");
-      std::stringstream ss;
-      ss << in.rdbuf();
-      config_text = ss.str();
-    } else {
-      config_text = spark::builtin_config(preset.empty() ? "tiny" : preset);
-    }
+    const std::string config_text = !config_path.empty()
+                                        ? spark::read_text_file(config_path)
+                                        : spark::builtin_config(preset.empty() ? "tiny" : preset);
     std::string upper = dtype == "bf16" ? "BF16" : dtype == "f16" ? "F16" : "F32";
     spark::write_synthetic_checkpoint({config_text, seed, upper, shards}, out);
   } catch (const std::exception& e) {

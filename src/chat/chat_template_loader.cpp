@@ -1,7 +1,5 @@
 #include "chat/chat_template_loader.h"
-
-#include <fstream>
-#include <sstream>
+#include "util/text_file.h"
 
 namespace spark {
 
@@ -14,17 +12,9 @@ using nlohmann::ordered_json;
 constexpr const char* kSpecialTokenKeys[] = {"bos_token", "eos_token", "unk_token", "sep_token",
                                              "pad_token", "cls_token", "mask_token"};
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path.string() + ": cannot read file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 ordered_json read_json(const fs::path& path) {
   try {
-    return ordered_json::parse(read_text(path));
+    return ordered_json::parse(read_text_file(path));
   } catch (const ordered_json::parse_error& e) {
     throw Error(path.string() + ": invalid JSON: " + e.what());
   }
@@ -90,13 +80,13 @@ ChatTemplateSource load_chat_template(const fs::path& model_dir, const fs::path&
   if (fs::exists(map_path)) add_special_tokens(read_json(map_path), out.special_tokens);
 
   if (!override_file.empty()) {
-    out.text = read_text(override_file);
+    out.text = read_text_file(override_file);
     out.origin = override_file.string();
     return out;
   }
   const fs::path jinja_path = model_dir / "chat_template.jinja";
   if (fs::exists(jinja_path)) {
-    out.text = read_text(jinja_path);
+    out.text = read_text_file(jinja_path);
     out.origin = jinja_path.string();
     return out;
   }

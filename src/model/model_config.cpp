@@ -1,10 +1,9 @@
 #include "spark/model_config.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "spark/error.h"
+#include "util/text_file.h"
 
 namespace spark {
 
@@ -196,7 +195,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     if (!q->is_object()) r.fail("quantization_config", "must be an object");
     const std::string method = q->value("quant_method", "");
     if (method != "spark") {
-      r.fail("quantization_config", "quant_method '" + method + "' is not supported (only spark-quantize output)");
+      r.fail("quantization_config",
+             "quant_method '" + method + "' is not supported (only spark-quantize output)");
     }
     c.quant_format = q->value("format", "");
     if (c.quant_format != "int8" && c.quant_format != "w4a8" && c.quant_format != "w4a16") {
@@ -211,11 +211,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 }
 
 ModelConfig load_model_config(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path.string() + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_model_config(ss.str(), path.string());
+  return parse_model_config(read_text_file(path), path.string());
 }
 
 }  // namespace spark

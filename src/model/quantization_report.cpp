@@ -8,6 +8,15 @@
 
 namespace spark {
 
+namespace {
+
+double snr_from_energies(double signal, double noise) {
+  if (noise == 0) return std::numeric_limits<double>::infinity();
+  return 10.0 * std::log10(signal / noise);
+}
+
+}  // namespace
+
 double snr_db(const float* reference, const float* test, size_t n) {
   double signal = 0, noise = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -15,8 +24,7 @@ double snr_db(const float* reference, const float* test, size_t n) {
     signal += r * r;
     noise += d * d;
   }
-  if (noise == 0) return std::numeric_limits<double>::infinity();
-  return 10.0 * std::log10(signal / noise);
+  return snr_from_energies(signal, noise);
 }
 
 std::vector<WeightFidelity> weight_fidelity(const SparkModel& model, ThreadPool& pool) {
@@ -54,7 +62,7 @@ std::vector<WeightFidelity> weight_fidelity(const SparkModel& model, ThreadPool&
     f.n = w->n;
     f.k = w->k;
     f.bits_per_weight = kernels::bits_per_weight(w->format, w->n, w->k);
-    f.snr_db = e == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(s / e);
+    f.snr_db = snr_from_energies(s, e);
     out.push_back(f);
   }
   return out;

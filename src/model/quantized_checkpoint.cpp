@@ -3,37 +3,20 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <system_error>
 
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
 #include "spark/error.h"
+#include "util/text_file.h"
 
 namespace spark {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path.string() + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write_file_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error(path.string() + ": cannot write");
-  out << text;
-  out.flush();
-  if (!out) throw Error(path.string() + ": write failed (disk full?)");
-}
 
 bool is_weight_file(const fs::path& p) {
   const std::string name = p.filename().string();
@@ -100,13 +83,13 @@ QuantizedCheckpointSummary write_quantized_checkpoint(const SparkModel& model, c
   fs::create_directories(stage);
   try {
     // config.json: the source's, as written, plus what a loader needs to map the packed tensors.
-    nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(read_file_text(ck.dir() / "config.json"));
+    nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(read_text_file(ck.dir() / "config.json"));
     cfg["quantization_config"] = {{"quant_method", "spark"},
                                   {"format", kernels::weight_format_name(format)},
                                   {"layout_version", kernels::kLayoutVersion},
                                   {"group_size", kernels::kGroupSize},
                                   {"block_rows", kernels::kBlockRows}};
-    write_file_text(stage / "config.json", cfg.dump(2) + "\n");
+    write_text_file(stage / "config.json", cfg.dump(2) + "\n");
 
     // Shards: consecutive tensors up to max_shard_bytes each.
     const std::vector<TensorBytesView> tensors = output_tensors(model);
@@ -134,7 +117,7 @@ QuantizedCheckpointSummary write_quantized_checkpoint(const SparkModel& model, c
     }
     if (shards.size() > 1) {
       nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-      write_file_text(stage / "model.safetensors.index.json", index.dump(2) + "\n");
+      write_text_file(stage / "model.safetensors.index.json", index.dump(2) + "\n");
     }
 
     // Everything else a server needs from the folder (tokenizer, chat template, generation config).

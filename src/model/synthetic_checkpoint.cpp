@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +15,7 @@
 #include "spark/model_config.h"
 #include "tokenizer/synthetic_tokenizer.h"
 #include "util/half.h"
+#include "util/text_file.h"
 #include "util/thread_pool.h"
 
 namespace spark {
@@ -48,13 +48,6 @@ uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ULL;
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
   return h;
-}
-
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error(path.string() + ": cannot write");
-  out << text;
-  if (!out) throw Error(path.string() + ": write failed");
 }
 
 // Scales chosen so that random weights behave like a trained model in the ways tests need: sublayers
@@ -123,7 +116,7 @@ void write_synthetic_checkpoint(const SyntheticCheckpointOptions& options, const
 
   nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(options.config_json);
   cfg["dtype"] = options.dtype == "BF16" ? "bfloat16" : options.dtype == "F16" ? "float16" : "float32";
-  write_text(dir / "config.json", cfg.dump(2) + "\n");
+  write_text_file(dir / "config.json", cfg.dump(2) + "\n");
 
   const auto expected = expected_tensors(config);
   const int shards = std::min<int>(options.shards, static_cast<int>(expected.size()));
@@ -150,20 +143,20 @@ void write_synthetic_checkpoint(const SyntheticCheckpointOptions& options, const
   }
   if (shards > 1) {
     nlohmann::ordered_json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
-    write_text(dir / "model.safetensors.index.json", index.dump(2) + "\n");
+    write_text_file(dir / "model.safetensors.index.json", index.dump(2) + "\n");
   }
 
-  write_text(dir / "chat_template.jinja", spark_default_chat_template());
-  write_text(dir / "tokenizer.json", synthetic_tokenizer_json(config.vocab_size, options.seed) + "\n");
-  write_text(dir / "tokenizer_config.json",
-             synthetic_tokenizer_config_json(config.vocab_size, config.max_position_embeddings) + "\n");
+  write_text_file(dir / "chat_template.jinja", spark_default_chat_template());
+  write_text_file(dir / "tokenizer.json", synthetic_tokenizer_json(config.vocab_size, options.seed) + "\n");
+  write_text_file(dir / "tokenizer_config.json",
+                  synthetic_tokenizer_config_json(config.vocab_size, config.max_position_embeddings) + "\n");
   nlohmann::ordered_json gen = {{"bos_token_id", config.bos_token_id},
                                 {"eos_token_id", config.eos_token_id},
                                 {"pad_token_id", config.pad_token_id},
                                 {"do_sample", true},
                                 {"temperature", 1.0},
                                 {"top_p", 0.95}};
-  write_text(dir / "generation_config.json", gen.dump(2) + "\n");
+  write_text_file(dir / "generation_config.json", gen.dump(2) + "\n");
 }
 
 std::shared_ptr<const Checkpoint> make_random_checkpoint(const std::string& config_json, uint64_t seed,

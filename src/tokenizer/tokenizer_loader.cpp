@@ -1,7 +1,6 @@
 // Loading tokenizer.json, vocab.json + merges.txt and checkpoint folders into a Tokenizer: every
 // unsupported or malformed piece is one spark::Error naming the file.
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -9,18 +8,11 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
+#include "util/text_file.h"
 
 namespace spark {
 
 namespace {
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path.string() + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 nlohmann::json parse_json(std::string_view text, const std::string& origin) {
   try {
@@ -240,7 +232,7 @@ Tokenizer load_tokenizer_json(nlohmann::json& j, const std::string& origin) {
 }  // namespace
 
 Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
-  return from_json(read_file(tokenizer_json), tokenizer_json.string());
+  return from_json(read_text_file(tokenizer_json), tokenizer_json.string());
 }
 
 Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& origin) {
@@ -259,9 +251,9 @@ Tokenizer Tokenizer::from_vocab_merges(const std::filesystem::path& vocab_json,
                                        std::string_view pre_tokenizer_json) {
   const std::string origin = vocab_json.string();
   ModelSpec spec;
-  nlohmann::json vocab = parse_json(read_file(vocab_json), origin);
+  nlohmann::json vocab = parse_json(read_text_file(vocab_json), origin);
   spec.vocab = parse_vocab(vocab, origin);
-  std::istringstream lines(read_file(merges_txt));
+  std::istringstream lines(read_text_file(merges_txt));
   std::string line;
   while (std::getline(lines, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -286,7 +278,7 @@ Tokenizer Tokenizer::from_model_dir(const std::filesystem::path& dir) {
     std::vector<AddedToken> added;
     const auto config_path = dir / "tokenizer_config.json";
     if (std::filesystem::exists(config_path)) {
-      const nlohmann::json config = parse_json(read_file(config_path), config_path.string());
+      const nlohmann::json config = parse_json(read_text_file(config_path), config_path.string());
       if (auto d = config.find("added_tokens_decoder"); d != config.end() && d->is_object()) {
         for (const auto& [key, value] : d->items()) {
           int64_t id = -1;
