@@ -28,6 +28,8 @@ struct EngineOptions {
   int block_size = 16;                // positions per KV block (the prefix-cache granularity)
   bool enable_prefix_caching = true;
   int threads = 0;  // compute threads; 0: physical cores
+  // Tokens that end generation (unless a request sets ignore_eos); empty: config.json's eos_token_id(s).
+  std::vector<int32_t> eos_token_ids;
 };
 
 struct SamplingParams {
@@ -115,6 +117,7 @@ struct EngineStats {
   int64_t prefix_cache_hits = 0;
   int64_t prefix_cache_hit_tokens = 0;
   int64_t prefix_cache_entries = 0;
+  int64_t prefix_cache_pages = 0;  // KV pages only the prefix cache holds (the floor when nothing runs)
   int64_t preemptions = 0;
   int64_t steps = 0;
   int waiting = 0;

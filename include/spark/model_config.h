@@ -35,7 +35,8 @@ struct ModelConfig {
   RopeParams rope_sliding;
   RopeParams rope_full;
   int bos_token_id = 0;
-  int eos_token_id = 1;
+  int eos_token_id = 1;            // the first of eos_token_ids
+  std::vector<int> eos_token_ids;  // config.json's eos_token_id: an integer or a list, each stops generation
   int pad_token_id = 2;
   std::string dtype;
   // A pre-quantized checkpoint (written by spark-quantize): quantization_config.format ("int8", "w4a8",

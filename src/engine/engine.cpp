@@ -122,6 +122,8 @@ class Engine::Impl {
     if (opt_.max_num_batched_tokens < 1) throw Error("--max-num-batched-tokens must be >= 1");
     if (opt_.max_queued_requests < 0) throw Error("--max-queued-requests must be >= 0");
     const ModelConfig& c = model_->config();
+    if (opt_.eos_token_ids.empty()) opt_.eos_token_ids.assign(c.eos_token_ids.begin(), c.eos_token_ids.end());
+    if (opt_.eos_token_ids.empty()) opt_.eos_token_ids.push_back(c.eos_token_id);
     const int64_t per_token = kv_pool_.bytes_per_token_per_layer();
     const int64_t seq_pages =
         kv_pool_.ring_pages() + (model_->max_model_len() + opt_.block_size - 1) / opt_.block_size;
@@ -140,6 +142,10 @@ class Engine::Impl {
   }
 
   ~Impl() { shutdown(); }
+
+  bool is_eos(int32_t token) const {
+    return std::find(opt_.eos_token_ids.begin(), opt_.eos_token_ids.end(), token) != opt_.eos_token_ids.end();
+  }
 
   void shutdown() {
     {
@@ -471,8 +477,7 @@ class Engine::Impl {
         ++stats_.generated_tokens;
       }
       s.state->push(ev);
-      const ModelConfig& c = model_->config();
-      const bool stop_token = (!s.params.ignore_eos && ev.token == c.eos_token_id) ||
+      const bool stop_token = (!s.params.ignore_eos && is_eos(ev.token)) ||
                               std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(),
                                         ev.token) != s.params.stop_token_ids.end();
       FinishReason reason = FinishReason::kNone;
@@ -516,6 +521,7 @@ class Engine::Impl {
     stats_.kv_page_bytes = kv_pool_.page_bytes();
     stats_.kv_bytes_allocated = kv_pool_.bytes_allocated();
     stats_.prefix_cache_entries = cache_.size();
+    stats_.prefix_cache_pages = cache_.pages_held_exclusively();
   }
 
   std::shared_ptr<SparkModel> model_;

@@ -1,6 +1,9 @@
 #include "spark/model_config.h"
 
+#include <spdlog/spdlog.h>
+
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "spark/error.h"
 #include "util/text_file.h"
@@ -66,6 +69,58 @@ class ConfigReader {
   std::string source_;
 };
 
+// A token id given as an integer or, as many exports write eos_token_id, a non-empty list of integers.
+std::vector<int> token_id_list(const ConfigReader& r, const std::string& key, int fallback) {
+  const json* v = r.find(key);
+  if (v == nullptr || v->is_null()) return {fallback};
+  std::vector<int> ids;
+  auto take = [&](const json& x) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX) {
+      r.fail(key, "must be a token id or a list of token ids");
+    }
+    ids.push_back(x.get<int>());
+  };
+  if (v->is_array()) {
+    for (const json& x : *v) take(x);
+    if (ids.empty()) r.fail(key, "must not be an empty list");
+  } else {
+    take(*v);
+  }
+  return ids;
+}
+
+// Keys of a Hugging Face config.json that this loader reads, refuses or knows to be irrelevant to the
+// math; anything else is logged at debug level and ignored.
+bool known_config_key(const std::string& key) {
+  static const std::set<std::string> kKnown = {"model_type",
+                                               "hidden_size",
+                                               "intermediate_size",
+                                               "num_hidden_layers",
+                                               "num_attention_heads",
+                                               "num_key_value_heads",
+                                               "head_dim",
+                                               "vocab_size",
+                                               "sliding_window",
+                                               "max_position_embeddings",
+                                               "rms_norm_eps",
+                                               "attention_bias",
+                                               "mlp_bias",
+                                               "rope_scaling",
+                                               "tie_word_embeddings",
+                                               "hidden_act",
+                                               "headwise_attn_output_gate",
+                                               "gate_attn_act_mode",
+                                               "layer_types",
+                                               "rope_parameters",
+                                               "bos_token_id",
+                                               "eos_token_id",
+                                               "pad_token_id",
+                                               "dtype",
+                                               "torch_dtype",
+                                               "quantization_config"};
+  return kKnown.contains(key);
+}
+
 RopeParams parse_rope(const ConfigReader& r, const json& params, const std::string& key, int head_dim) {
   if (!params.is_object()) r.fail(key, "must be an object");
   for (const char* scaling_key : {"rope_type", "type"}) {
@@ -119,6 +174,12 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   }
   if (!j.is_object()) throw Error(source + ": top level must be a JSON object");
   ConfigReader r(j, source);
+  std::string ignored;
+  for (const auto& [key, _] : j.items()) {
+    if (!known_config_key(key)) ignored += (ignored.empty() ? "" : ", ") + key;
+  }
+  if (!ignored.empty())
+    spdlog::debug("{}: ignoring keys that do not change the computation: {}", source, ignored);
   ModelConfig c;
 
   c.model_type = r.string_or("model_type", "");
@@ -188,7 +249,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
       parse_rope(r, rope->at("sliding_attention"), "rope_parameters.sliding_attention", c.head_dim);
 
   c.bos_token_id = static_cast<int>(r.integer_or("bos_token_id", 0));
-  c.eos_token_id = static_cast<int>(r.integer_or("eos_token_id", 1));
+  c.eos_token_ids = token_id_list(r, "eos_token_id", 1);
+  c.eos_token_id = c.eos_token_ids.front();
   c.pad_token_id = static_cast<int>(r.integer_or("pad_token_id", 2));
   c.dtype = r.string_or("dtype", r.string_or("torch_dtype", "bfloat16"));
   if (const json* q = r.find("quantization_config"); q != nullptr && !q->is_null()) {

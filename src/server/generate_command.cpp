@@ -138,7 +138,9 @@ int run_generate(const GenerateOptions& o) {
     }
     steps.push_back(entry);
     if (!o.json) std::printf("%s\n", line.c_str());
-    if (o.stop_at_eos && next == cfg.eos_token_id) break;
+    if (o.stop_at_eos &&
+        std::find(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end(), next) != cfg.eos_token_ids.end())
+      break;
     if (i + 1 < o.max_tokens) run_chunk(&generated.back(), 1);
   }
   const double decode_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_decode).count();
@@ -177,7 +179,8 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--stop-at-eos", opts->stop_at_eos, "Stop when EOS is generated");
   cmd->add_flag("--json", opts->json, "Print one JSON object instead of text");
   cmd->add_option("--logits-out", opts->logits_out, "Write every position's logits to this .npy file");
-  cmd->add_option("--quant", opts->quant, "Weight format: none (as stored), auto, f32, bf16, f16, int8, w4a8, w4a16");
+  cmd->add_option("--quant", opts->quant,
+                  "Weight format: none (as stored), auto, f32, bf16, f16, int8, w4a8, w4a16");
   cmd->add_option("--priority", opts->priority, "For --quant auto: speed or fidelity");
   cmd->add_option("--dump-activations", opts->dump_dir, "Write every named intermediate to .npy files here");
   cmd->callback([opts, &exit_code] { exit_code = run_generate(*opts); });

@@ -247,6 +247,7 @@ int default_max_tokens(const ServerContext& ctx, size_t prompt_len) {
                                 "messages");
   }
   if (ctx.options.default_max_tokens > 0) return static_cast<int>(std::min<int64_t>(room, ctx.options.default_max_tokens));
+  if (ctx.generation.max_new_tokens) return static_cast<int>(std::min<int64_t>(room, *ctx.generation.max_new_tokens));
   return static_cast<int>(room);
 }
 
@@ -293,7 +294,7 @@ void write_event(httplib::DataSink& sink, const ordered_json& j) {
 }  // namespace
 
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  ChatRequest r = parse_chat_request(parse_body(req));
+  ChatRequest r = parse_chat_request(parse_body(req), ctx.generation);
   check_model(ctx, r.model);
   ChatPrompt prompt = ctx.prompts->build(r.messages, r.tools, r.add_generation_prompt, r.chat_template_kwargs);
   if (!r.max_tokens_given) r.sampling.max_tokens = default_max_tokens(ctx, prompt.ids.size());
@@ -406,7 +407,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
 }
 
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  CompletionRequest r = parse_completion_request(parse_body(req));
+  CompletionRequest r = parse_completion_request(parse_body(req), ctx.generation);
   check_model(ctx, r.model);
   std::vector<int32_t> ids = r.prompt_text ? ctx.tokenizer->encode(*r.prompt_text) : r.prompt_ids;
   if (ids.empty()) throw ApiError::bad_request("the prompt is empty", "prompt");
@@ -417,7 +418,11 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     }
     prompt_text = ctx.tokenizer->decode(ids);
   }
-  if (!r.max_tokens_given) r.sampling.max_tokens = std::min(16, default_max_tokens(ctx, ids.size()));
+  if (!r.max_tokens_given) {
+    // OpenAI's legacy default of 16 tokens, unless the model's generation_config.json names one.
+    const int room = default_max_tokens(ctx, ids.size());
+    r.sampling.max_tokens = ctx.generation.max_new_tokens ? room : std::min(16, room);
+  }
 
   auto g = std::make_shared<Generation>(ctx);
   g->prompt_ids = ids;

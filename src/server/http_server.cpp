@@ -149,7 +149,9 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
                               {"object", "model"},
                               {"created", ctx.created},
                               {"owned_by", "spark-server"},
-                              {"max_model_len", ctx.model->max_model_len()}});
+                              {"max_model_len", ctx.model->max_model_len()},
+                              // Sampling defaults from generation_config.json (vLLM logs them; we show them).
+                              {"generation_defaults", ctx.generation.sampling_json()}});
           }
           send_json(res, {{"object", "list"}, {"data", models}});
         }));

@@ -49,22 +49,22 @@ void check_text(const std::string& s, const std::string& param) {
   if (!is_valid_utf8(s)) bad(param, "is not valid UTF-8");
 }
 
-void parse_common(const ordered_json& body, CommonRequest& r) {
+void parse_common(const ordered_json& body, const GenerationConfig& d, CommonRequest& r) {
   if (!body.is_object()) throw ApiError::bad_request("the request body must be a JSON object");
   if (const ordered_json* m = field(body, "model")) {
     if (!m->is_string()) bad("model", "must be a string");
     r.model = m->get<std::string>();
   }
   SamplingParams& s = r.sampling;
-  s.temperature = static_cast<float>(number(body, "temperature", 1.0, 0.0, 2.0));
-  s.top_p = static_cast<float>(number(body, "top_p", 1.0, 0.0, 1.0));
+  s.temperature = static_cast<float>(number(body, "temperature", d.temperature.value_or(1.0), 0.0, 2.0));
+  s.top_p = static_cast<float>(number(body, "top_p", d.top_p.value_or(1.0), 0.0, 1.0));
   if (s.top_p <= 0.0f) bad("top_p", "must be greater than 0");
-  s.top_k = static_cast<int>(integer(body, "top_k", 0, -1, 1 << 20));
+  s.top_k = static_cast<int>(integer(body, "top_k", d.top_k.value_or(0), -1, 1 << 20));
   if (s.top_k < 0) s.top_k = 0;  // vLLM: -1 disables
-  s.min_p = static_cast<float>(number(body, "min_p", 0.0, 0.0, 1.0));
+  s.min_p = static_cast<float>(number(body, "min_p", d.min_p.value_or(0.0), 0.0, 1.0));
   s.presence_penalty = static_cast<float>(number(body, "presence_penalty", 0.0, -2.0, 2.0));
   s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", 0.0, -2.0, 2.0));
-  s.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 1.0, 0.01, 10.0));
+  s.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", d.repetition_penalty.value_or(1.0), 0.01, 10.0));
   if (const ordered_json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) bad("seed", "must be an integer");
     s.seed = static_cast<uint64_t>(seed->get<int64_t>());
@@ -232,9 +232,9 @@ bool is_valid_utf8(const std::string& s) {
   return true;
 }
 
-ChatRequest parse_chat_request(const ordered_json& body) {
+ChatRequest parse_chat_request(const ordered_json& body, const GenerationConfig& defaults) {
   ChatRequest r;
-  parse_common(body, r);
+  parse_common(body, defaults, r);
   const ordered_json* messages = field(body, "messages");
   if (messages == nullptr) bad("messages", "is required");
   r.messages = normalise_messages(*messages);
@@ -298,9 +298,9 @@ ChatRequest parse_chat_request(const ordered_json& body) {
   return r;
 }
 
-CompletionRequest parse_completion_request(const ordered_json& body) {
+CompletionRequest parse_completion_request(const ordered_json& body, const GenerationConfig& defaults) {
   CompletionRequest r;
-  parse_common(body, r);
+  parse_common(body, defaults, r);
   const ordered_json* prompt = field(body, "prompt");
   if (prompt == nullptr) bad("prompt", "is required");
   if (prompt->is_string()) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "model/generation_config.h"
 #include "spark/engine.h"
 
 namespace spark {
@@ -45,8 +46,9 @@ struct CompletionRequest : CommonRequest {
   int logprobs = -1;  // legacy completions: an integer count, or absent
 };
 
-ChatRequest parse_chat_request(const ordered_json& body);
-CompletionRequest parse_completion_request(const ordered_json& body);
+// Fields the body omits take `defaults` (generation_config.json's) where it has them, else OpenAI's.
+ChatRequest parse_chat_request(const ordered_json& body, const GenerationConfig& defaults = {});
+CompletionRequest parse_completion_request(const ordered_json& body, const GenerationConfig& defaults = {});
 
 // True when every byte sequence of s is valid UTF-8.
 bool is_valid_utf8(const std::string& s);

@@ -3,12 +3,14 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <memory>
 #include <thread>
 
 #include "cpu/cpu_features.h"
+#include "model/generation_config.h"
 #include "model/spark_model.h"
 #include "server/http_server.h"
 #include "server/model_source.h"
@@ -64,7 +66,19 @@ int run_server(ServerOptions o) {
       std::shared_ptr<const ConstraintVocab> constraint_vocab;
     };
     const ModelConfig& cfg = checkpoint->config();
-    auto text_side = std::async(std::launch::async, [&dir, &o, &cfg] {
+    if (o.generation_config == "auto") ctx->generation = load_generation_config(dir);
+    // Every eos id of config.json and generation_config.json ends generation.
+    std::vector<int32_t> eos_ids(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
+    for (int32_t id : ctx->generation.eos_token_ids) {
+      if (std::find(eos_ids.begin(), eos_ids.end(), id) == eos_ids.end()) eos_ids.push_back(id);
+    }
+    for (int32_t id : eos_ids) {
+      if (id >= cfg.vocab_size) {
+        throw Error((dir / "generation_config.json").string() + ": eos_token_id " + std::to_string(id) +
+                    " is outside the vocabulary (" + std::to_string(cfg.vocab_size) + " tokens)");
+      }
+    }
+    auto text_side = std::async(std::launch::async, [&dir, &o, &cfg, eos_ids] {
       TextSide t;
       t.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(dir));
       t.prompts = std::make_unique<PromptBuilder>(dir, o.chat_template, *t.tokenizer);
@@ -73,8 +87,7 @@ int run_server(ServerOptions o) {
         if (t.tokenizer->contains(id))
           texts[static_cast<size_t>(id)] = std::string(t.tokenizer->token_bytes(id));
       }
-      t.constraint_vocab =
-          std::make_shared<const ConstraintVocab>(std::move(texts), std::vector<int32_t>{cfg.eos_token_id});
+      t.constraint_vocab = std::make_shared<const ConstraintVocab>(std::move(texts), eos_ids);
       return t;
     });
     ModelOptions mo;
@@ -84,14 +97,18 @@ int run_server(ServerOptions o) {
       ThreadPool load_pool(o.engine.threads > 0 ? o.engine.threads : ThreadPool::default_threads());
       ctx->model = std::make_shared<SparkModel>(checkpoint, mo, load_pool);
     }
-    ctx->engine = std::make_unique<Engine>(ctx->model, o.engine);
+    EngineOptions engine_options = o.engine;
+    engine_options.eos_token_ids = eos_ids;
+    ctx->engine = std::make_unique<Engine>(ctx->model, engine_options);
     TextSide text = text_side.get();
     ctx->tokenizer = std::move(text.tokenizer);
     ctx->prompts = std::move(text.prompts);
     ctx->constraint_vocab = std::move(text.constraint_vocab);
     ctx->served_model_name = !o.served_model_name.empty() ? o.served_model_name
                              : o.model_dir.empty()        ? "spark-demo"
-                                                          : dir.filename().string();
+                             // A repo id is its own name (as vLLM), not the snapshot's revision hash.
+                             : !std::filesystem::is_directory(o.model_dir) ? o.model_dir
+                                                                           : dir.filename().string();
     ctx->kernel_isa = kernels::isa_name(kernels::active_isa());
     ctx->created =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -104,6 +121,15 @@ int run_server(ServerOptions o) {
         ctx->served_model_name, ctx->model->config().num_layers, max_len,
         kernels::weight_format_name(ctx->model->weight_format()),
         static_cast<double>(ctx->model->weight_bytes()) / (1024.0 * 1024.0), ctx->kernel_isa, secs);
+    const auto defaults = ctx->generation.sampling_json();
+    std::string eos_list;
+    for (int32_t id : eos_ids) eos_list += (eos_list.empty() ? "" : ", ") + std::to_string(id);
+    spdlog::info("request defaults: {} ({}); eos ids: {}", defaults.empty() ? "OpenAI's" : defaults.dump(),
+                 o.generation_config == "auto"
+                     ? "from generation_config.json; --generation-config none turns "
+                       "them off"
+                     : "--generation-config none",
+                 eos_list);
   } catch (const std::exception& e) {
     http.stop();
     listener.join();
@@ -155,6 +181,11 @@ std::function<int()> add_serve_options(CLI::App& app) {
                  "w4a8, w4a16")
       ->capture_default_str();
   app.add_option("--priority", o->priority, "For --quant auto: speed or fidelity")->capture_default_str();
+  app.add_option("--generation-config", o->generation_config,
+                 "auto: the model's generation_config.json sets the defaults of omitted sampling fields and "
+                 "adds its eos ids (as vLLM); none: OpenAI's defaults")
+      ->check(CLI::IsMember({"auto", "none"}))
+      ->capture_default_str();
   app.add_option("--default-max-tokens", o->default_max_tokens,
                  "max_tokens when a chat request gives none (0: up to the context limit)");
   return [o] { return run_server(*o); };

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "model/generation_config.h"
 #include "server/metrics.h"
 #include "server/prompt_builder.h"
 #include "spark/engine.h"
@@ -27,6 +28,7 @@ struct ServerOptions {
   int default_max_tokens = 0;  // 0: up to the context limit, as vLLM does
   std::string quant = "none";  // none (as stored), auto, or a format name
   std::string priority = "speed";
+  std::string generation_config = "auto";  // auto: generation_config.json's defaults; none: OpenAI's
   EngineOptions engine;
 };
 
@@ -39,7 +41,9 @@ struct ServerContext {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<PromptBuilder> prompts;
-  std::shared_ptr<const ConstraintVocab> constraint_vocab;  // token texts, for constrained decoding
+  std::shared_ptr<const ConstraintVocab> constraint_vocab;
+  GenerationConfig generation;  // request defaults from generation_config.json (empty with
+                                // --generation-config none)  // token texts, for constrained decoding
   ServerMetrics metrics;
   std::atomic<bool> ready{false};
 };

@@ -79,6 +79,36 @@ TEST(ModelConfig, FailsClosedOnUnsupportedSettings) {
   expect_error(with(base, [](auto& j) { j["num_key_value_heads"] = 3; }), "num_attention_heads");
   expect_error(with(base, [](auto& j) { j["hidden_size"] = "128"; }), "hidden_size");
   expect_error("{not json", "not valid JSON");
+  expect_error(with(base, [](auto& j) { j["eos_token_id"] = nlohmann::json::array(); }), "eos_token_id");
+  expect_error(with(base, [](auto& j) { j["eos_token_id"] = {1, "2"}; }), "eos_token_id");
+  expect_error(with(base, [](auto& j) { j["eos_token_id"] = -1; }), "eos_token_id");
+}
+
+// The forms Hugging Face exports take: eos_token_id as a list, torch_dtype, rope_scaling null, keys that do
+// not change the computation.
+TEST(ModelConfig, AcceptsOrdinaryExportForms) {
+  const std::string base = builtin_config("tiny");
+  ModelConfig one = parse_model_config(base, "config.json");
+  EXPECT_EQ(one.eos_token_id, 1);
+  EXPECT_EQ(one.eos_token_ids, (std::vector<int>{1}));
+  ModelConfig list = parse_model_config(with(base,
+                                             [](auto& j) {
+                                               j["eos_token_id"] = {1, 7};
+                                             }),
+                                        "config.json");
+  EXPECT_EQ(list.eos_token_id, 1);
+  EXPECT_EQ(list.eos_token_ids, (std::vector<int>{1, 7}));
+  ModelConfig torch = parse_model_config(with(base,
+                                              [](auto& j) {
+                                                j.erase("dtype");
+                                                j["torch_dtype"] = "float32";
+                                                j["rope_scaling"] = nullptr;
+                                                j["transformers_version"] = "4.57.0";
+                                                j["use_cache"] = true;
+                                                j["initializer_range"] = 0.02;
+                                              }),
+                                         "config.json");
+  EXPECT_EQ(torch.dtype, "float32");
 }
 
 }  // namespace spark
