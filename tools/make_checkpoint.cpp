@@ -23,6 +23,17 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype, "Tensor dtype: bf16, f16 or f32")
       ->check(CLI::IsMember({"bf16", "f16", "f32"}));
   app.add_option("--shards", shards, "Number of safetensors shards")->check(CLI::Range(1, 1000));
+  std::vector<std::string> forms;
+  app.add_option(
+      "--form", forms, "A form real exports take (repeatable): " + [] {
+        std::string s;
+        for (const auto& n : spark::checkpoint_form_names()) s += (s.empty() ? "" : ", ") + n;
+        return s;
+      }());
+  std::string repo_id;
+  app.add_option("--hf-repo-id", repo_id,
+                 "Write as the Hugging Face hub cache holds a download of this repo (org/name); --out is "
+                 "then the hub cache folder ($HF_HOME/hub)");
   app.add_option("-o,--out", out, "Output folder")->required();
   CLI11_PARSE(app, argc, argv);
   try {
@@ -30,7 +41,13 @@ int main(int argc, char** argv) {
                                         ? spark::read_text_file(config_path)
                                         : spark::builtin_config(preset.empty() ? "tiny" : preset);
     std::string upper = dtype == "bf16" ? "BF16" : dtype == "f16" ? "F16" : "F32";
-    spark::write_synthetic_checkpoint({config_text, seed, upper, shards}, out);
+    spark::SyntheticCheckpointOptions options{config_text, seed, upper, shards, {}};
+    for (const auto& f : forms) spark::set_checkpoint_form(options.forms, f);
+    if (!repo_id.empty()) {
+      std::printf("%s\n", spark::write_synthetic_checkpoint_to_hf_cache(options, out, repo_id).c_str());
+    } else {
+      spark::write_synthetic_checkpoint(options, out);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

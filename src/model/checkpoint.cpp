@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "spark/error.h"
 
 namespace spark {
@@ -113,9 +115,11 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
   for (const ExpectedTensor& e : expected_tensors(config_)) {
     if (packed && e.linear) {
       // Packed tensors: their presence here, their dtypes and shapes when the model views them.
-      for (const char* suffix : {".qweight", ".scales", ".row_sums", ".params"}) expected_names.insert(e.prefix() + suffix);
+      for (const char* suffix : {".qweight", ".scales", ".row_sums", ".params"})
+        expected_names.insert(e.prefix() + suffix);
       if (!tensors_.count(e.prefix() + ".qweight")) {
-        throw Error((index.empty() ? single_path : index_path).string() + ": missing tensor " + e.prefix() + ".qweight");
+        throw Error((index.empty() ? single_path : index_path).string() + ": missing tensor " + e.prefix() +
+                    ".qweight");
       }
       continue;
     }
@@ -131,6 +135,23 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
       throw Error(where + ": shape " + shape_str(t.shape) + ", expected " + shape_str(e.shape));
     if (t.dtype != "BF16" && t.dtype != "F16" && t.dtype != "F32") {
       throw Error(where + ": dtype " + t.dtype + " is not supported (expected BF16, F16 or F32)");
+    }
+  }
+  // A tied model whose export also stored the head (transformers saves it when the tie is broken at save
+  // time): transformers ignores it under tie_word_embeddings, and so do we, once its shape is checked.
+  if (config_.tie_word_embeddings && !packed) {
+    if (auto it = tensors_.find("lm_head.weight"); it != tensors_.end()) {
+      const TensorInfo& head = *it->second;
+      const std::vector<int64_t> want = {config_.vocab_size, config_.hidden_size};
+      if (head.shape != want) {
+        throw Error((dir / head.file).string() + ": tensor lm_head.weight: shape " + shape_str(head.shape) +
+                    ", expected " + shape_str(want) + " (the tied embedding's)");
+      }
+      spdlog::info(
+          "{}: lm_head.weight is stored but tie_word_embeddings is true: the embedding is used as "
+          "the head and the stored copy is ignored",
+          (dir / head.file).string());
+      expected_names.insert("lm_head.weight");
     }
   }
   for (const auto& [name, t] : tensors_) {
@@ -159,7 +180,8 @@ Checkpoint::Checkpoint(ModelConfig config, std::vector<MemoryTensor> tensors)
   for (const ExpectedTensor& e : expected_tensors(config_)) {
     auto it = tensors_.find(e.name);
     if (it == tensors_.end()) throw Error("in-memory checkpoint: missing tensor " + e.name);
-    if (it->second->shape != e.shape) throw Error("in-memory checkpoint: tensor " + e.name + " has the wrong shape");
+    if (it->second->shape != e.shape)
+      throw Error("in-memory checkpoint: tensor " + e.name + " has the wrong shape");
   }
 }
 

@@ -114,8 +114,21 @@ void write_synthetic_checkpoint(const SyntheticCheckpointOptions& options, const
   if (options.shards < 1) throw Error("synthetic checkpoint: shards must be >= 1");
   std::filesystem::create_directories(dir);
 
+  const CheckpointForms& forms = options.forms;
   nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(options.config_json);
-  cfg["dtype"] = options.dtype == "BF16" ? "bfloat16" : options.dtype == "F16" ? "float16" : "float32";
+  const std::string dtype_name = options.dtype == "BF16"  ? "bfloat16"
+                                 : options.dtype == "F16" ? "float16"
+                                                          : "float32";
+  if (forms.torch_dtype) {
+    cfg.erase("dtype");
+    cfg["torch_dtype"] = dtype_name;
+  } else {
+    cfg["dtype"] = dtype_name;
+  }
+  // The second end token of the list is <|endoftext|> (id 7 in every generated vocabulary).
+  const nlohmann::ordered_json eos = forms.eos_list ? nlohmann::ordered_json::array({config.eos_token_id, 7})
+                                                    : nlohmann::ordered_json(config.eos_token_id);
+  cfg["eos_token_id"] = eos;
   write_text_file(dir / "config.json", cfg.dump(2) + "\n");
 
   const auto expected = expected_tensors(config);
@@ -130,7 +143,16 @@ void write_synthetic_checkpoint(const SyntheticCheckpointOptions& options, const
     std::vector<TensorToWrite> tensors;
     tensors.reserve(end - begin);
     for (size_t i = begin; i < end; ++i) {
-      tensors.push_back(make_tensor(expected[i].name, expected[i].shape, options.dtype, options.seed));
+      // Norm weights (1-D) in F32 beside 16-bit matrices: the values are bf16-rounded in every dtype.
+      const bool f32 = forms.mixed_dtypes && expected[i].shape.size() == 1;
+      tensors.push_back(
+          make_tensor(expected[i].name, expected[i].shape, f32 ? "F32" : options.dtype, options.seed));
+      if (forms.stored_tied_head && config.tie_word_embeddings &&
+          expected[i].name == "model.embedding.weight") {
+        TensorToWrite head = tensors.back();
+        head.name = "lm_head.weight";
+        tensors.push_back(std::move(head));
+      }
     }
     std::vector<const TensorToWrite*> ptrs;
     for (const auto& t : tensors) {
@@ -142,21 +164,117 @@ void write_synthetic_checkpoint(const SyntheticCheckpointOptions& options, const
     for (const auto& t : tensors) weight_map[t.name] = file;
   }
   if (shards > 1) {
-    nlohmann::ordered_json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
+    nlohmann::ordered_json metadata = {{"total_size", total_size}};
+    if (forms.index_metadata) {
+      // What recent transformers exports add beside total_size.
+      metadata["total_parameters"] = total_size / (options.dtype == "F32" ? 4 : 2);
+      metadata["format"] = "pt";
+    }
+    nlohmann::ordered_json index = {{"metadata", metadata}, {"weight_map", weight_map}};
     write_text_file(dir / "model.safetensors.index.json", index.dump(2) + "\n");
   }
 
-  write_text_file(dir / "chat_template.jinja", spark_default_chat_template());
   write_text_file(dir / "tokenizer.json", synthetic_tokenizer_json(config.vocab_size, options.seed) + "\n");
-  write_text_file(dir / "tokenizer_config.json",
-                  synthetic_tokenizer_config_json(config.vocab_size, config.max_position_embeddings) + "\n");
+  nlohmann::ordered_json tok_cfg = nlohmann::ordered_json::parse(
+      synthetic_tokenizer_config_json(config.vocab_size, config.max_position_embeddings));
+  const std::string chat_template = spark_default_chat_template();
+  if (forms.chat_template == "config-string") {
+    tok_cfg["chat_template"] = chat_template;
+  } else if (forms.chat_template == "config-list") {
+    tok_cfg["chat_template"] =
+        nlohmann::ordered_json::array({{{"name", "default"}, {"template", chat_template}},
+                                       {{"name", "tool_use"}, {"template", chat_template}}});
+  } else {
+    write_text_file(dir / "chat_template.jinja", chat_template);
+  }
+  if (forms.chat_template != "file") {
+    // AddedToken objects instead of strings, as older exports write them.
+    for (const char* key : {"bos_token", "eos_token", "pad_token"}) {
+      tok_cfg[key] = {{"__type", "AddedToken"}, {"content", tok_cfg[key]}, {"lstrip", false},
+                      {"normalized", false},    {"rstrip", false},         {"single_word", false}};
+    }
+  }
+  write_text_file(dir / "tokenizer_config.json", tok_cfg.dump(2) + "\n");
   nlohmann::ordered_json gen = {{"bos_token_id", config.bos_token_id},
-                                {"eos_token_id", config.eos_token_id},
+                                {"eos_token_id", eos},
                                 {"pad_token_id", config.pad_token_id},
-                                {"do_sample", true},
-                                {"temperature", 1.0},
-                                {"top_p", 0.95}};
+                                {"do_sample", true}};
+  if (forms.generation_defaults) {
+    // Recommended values, as model authors publish them; a request that omits a field gets these.
+    gen["temperature"] = 0.6;
+    gen["top_p"] = 0.95;
+    gen["top_k"] = 20;
+    gen["min_p"] = 0.05;
+    gen["repetition_penalty"] = 1.05;
+  }
   write_text_file(dir / "generation_config.json", gen.dump(2) + "\n");
+}
+
+void set_checkpoint_form(CheckpointForms& forms, const std::string& name) {
+  if (name == "torch-dtype") {
+    forms.torch_dtype = true;
+  } else if (name == "eos-list") {
+    forms.eos_list = true;
+  } else if (name == "generation-defaults") {
+    forms.generation_defaults = true;
+  } else if (name == "stored-tied-head") {
+    forms.stored_tied_head = true;
+  } else if (name == "mixed-dtypes") {
+    forms.mixed_dtypes = true;
+  } else if (name == "index-metadata") {
+    forms.index_metadata = true;
+  } else if (name == "template-string") {
+    forms.chat_template = "config-string";
+  } else if (name == "template-list") {
+    forms.chat_template = "config-list";
+  } else {
+    std::string known;
+    for (const auto& n : checkpoint_form_names()) known += (known.empty() ? "" : ", ") + n;
+    throw Error("unknown checkpoint form '" + name + "' (known: " + known + ")");
+  }
+}
+
+std::vector<std::string> checkpoint_form_names() {
+  return {"torch-dtype",  "eos-list",       "generation-defaults", "stored-tied-head",
+          "mixed-dtypes", "index-metadata", "template-string",     "template-list"};
+}
+
+std::filesystem::path write_synthetic_checkpoint_to_hf_cache(const SyntheticCheckpointOptions& options,
+                                                             const std::filesystem::path& hub_cache,
+                                                             const std::string& repo_id) {
+  const size_t slash = repo_id.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == repo_id.size() ||
+      repo_id.find('/', slash + 1) != std::string::npos) {
+    throw Error("repo id '" + repo_id + "' is not of the form org/name");
+  }
+  const auto repo_dir =
+      hub_cache / ("models--" + repo_id.substr(0, slash) + "--" + repo_id.substr(slash + 1));
+  // The revision is a commit hash in a real cache; any 40 hex digits will do, derived from the seed.
+  char revision[48];
+  std::snprintf(revision, sizeof revision, "%016llx%016llx%08x",
+                static_cast<unsigned long long>(options.seed),
+                static_cast<unsigned long long>(fnv1a(repo_id)), 0x5a5a5a5au);
+  const auto staging = repo_dir / "staging";
+  std::filesystem::remove_all(staging);
+  write_synthetic_checkpoint(options, staging);
+  const auto snapshot = repo_dir / "snapshots" / revision;
+  std::filesystem::create_directories(snapshot);
+  std::filesystem::create_directories(repo_dir / "blobs");
+  for (const auto& entry : std::filesystem::directory_iterator(staging)) {
+    // Blobs are named by a hash of their content (sha256 in a real cache; any content hash serves here).
+    const std::string bytes = read_text_file(entry.path());
+    char blob[40];
+    std::snprintf(blob, sizeof blob, "%016llx%08zx", static_cast<unsigned long long>(fnv1a(bytes)),
+                  bytes.size());
+    std::filesystem::rename(entry.path(), repo_dir / "blobs" / blob);
+    const auto link = snapshot / entry.path().filename();
+    std::filesystem::remove(link);
+    std::filesystem::create_symlink(std::filesystem::path("..") / ".." / "blobs" / blob, link);
+  }
+  std::filesystem::remove_all(staging);
+  std::filesystem::create_directories(repo_dir / "refs");
+  write_text_file(repo_dir / "refs" / "main", revision);
+  return snapshot;
 }
 
 std::shared_ptr<const Checkpoint> make_random_checkpoint(const std::string& config_json, uint64_t seed,
@@ -208,7 +326,7 @@ std::string builtin_config(const std::string& name) {
 }
 
 // The folder name carries a format version: a generator change that alters the files bumps it.
-constexpr const char* kDemoName = "demo-v2";
+constexpr const char* kDemoName = "demo-v3";
 
 std::filesystem::path ensure_demo_checkpoint(const std::filesystem::path& cache_dir) {
   const auto dir = cache_dir / kDemoName;
@@ -216,7 +334,7 @@ std::filesystem::path ensure_demo_checkpoint(const std::filesystem::path& cache_
     return dir;
   const auto tmp = cache_dir / (std::string(kDemoName) + ".tmp" + std::to_string(::getpid()));
   std::filesystem::remove_all(tmp);
-  write_synthetic_checkpoint({builtin_config("demo"), 20261130, "BF16", 1}, tmp);
+  write_synthetic_checkpoint({builtin_config("demo"), 20261130, "BF16", 1, {}}, tmp);
   std::filesystem::remove_all(dir);
   std::filesystem::rename(tmp, dir);  // atomic: a concurrent start sees either nothing or a whole folder
   return dir;

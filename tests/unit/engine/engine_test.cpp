@@ -30,7 +30,7 @@ class EngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new fs::path(fs::temp_directory_path() / ("spark-engine-test-" + std::to_string(::getpid())));
-    write_synthetic_checkpoint({builtin_config("tiny"), 21, "BF16", 1}, *dir_);
+    write_synthetic_checkpoint({builtin_config("tiny"), 21, "BF16", 1, {}}, *dir_);
     model_ = new std::shared_ptr<SparkModel>(
         std::make_shared<SparkModel>(std::make_shared<const Checkpoint>(*dir_), 1024));
   }

@@ -24,7 +24,7 @@ class CheckpointDefects : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("spark-ckpt-test-" + std::to_string(::getpid()) + "-" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
-    write_synthetic_checkpoint({builtin_config("tiny"), 7, "BF16", 1}, dir_);
+    write_synthetic_checkpoint({builtin_config("tiny"), 7, "BF16", 1, {}}, dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -100,11 +100,55 @@ TEST_F(CheckpointDefects, ExtraTensorWithItsOwnData) {
   std::memcpy(&len, bytes.data(), 8);
   const uint64_t data_size = bytes.size() - 8 - len;
   edit_header([&](auto& h) {
-    h["lm_head.weight"] = {{"dtype", "BF16"}, {"shape", {2}}, {"data_offsets", {data_size, data_size + 4}}};
+    h["model.layers.0.self_attn.q_norm.weight"] = {
+        {"dtype", "BF16"}, {"shape", {2}}, {"data_offsets", {data_size, data_size + 4}}};
   });
   write_all(file(), read_all(file()) + std::string(4, '\0'));
   std::string e = load_error();
-  EXPECT_CONTAINS(e, "unexpected tensor lm_head.weight");
+  EXPECT_CONTAINS(e, "unexpected tensor model.layers.0.self_attn.q_norm.weight");
+}
+
+// A tied model whose export also stored the head loads, the head ignored; a head of the wrong shape is
+// still a defect.
+TEST_F(CheckpointDefects, StoredTiedHeadIsIgnored) {
+  fs::remove_all(dir_);
+  SyntheticCheckpointOptions o{builtin_config("tiny"), 7, "BF16", 1, {}};
+  o.forms.stored_tied_head = true;
+  write_synthetic_checkpoint(o, dir_);
+  Checkpoint ck(dir_);
+  EXPECT_TRUE(ck.has_tensor("lm_head.weight"));
+  EXPECT_EQ(ck.tensor("lm_head.weight").shape, (std::vector<int64_t>{1024, 128}));
+
+  edit_header([](auto& h) { h["lm_head.weight"]["shape"] = {512, 256}; });
+  std::string e = load_error();
+  EXPECT_CONTAINS(e, "lm_head.weight");
+  EXPECT_CONTAINS(e, "the tied embedding's");
+}
+
+// Real exports keep norms in F32 beside 16-bit matrices; the forms writer does the same.
+TEST_F(CheckpointDefects, MixedDtypesLoad) {
+  fs::remove_all(dir_);
+  SyntheticCheckpointOptions o{builtin_config("tiny"), 7, "BF16", 1, {}};
+  o.forms.mixed_dtypes = true;
+  write_synthetic_checkpoint(o, dir_);
+  Checkpoint ck(dir_);
+  EXPECT_EQ(ck.tensor("model.norm.weight").dtype, "F32");
+  EXPECT_EQ(ck.tensor("model.layers.0.mlp.up_proj.weight").dtype, "BF16");
+}
+
+// An index with more metadata than total_size, and files reached through symbolic links.
+TEST_F(CheckpointDefects, IndexMetadataAndSymlinks) {
+  fs::remove_all(dir_);
+  const fs::path real = dir_.string() + "-real";
+  fs::remove_all(real);
+  SyntheticCheckpointOptions o{builtin_config("tiny"), 7, "BF16", 3, {}};
+  o.forms.index_metadata = true;
+  write_synthetic_checkpoint(o, real);
+  fs::create_directories(dir_);
+  for (const auto& e : fs::directory_iterator(real)) fs::create_symlink(e.path(), dir_ / e.path().filename());
+  Checkpoint ck(dir_);
+  EXPECT_EQ(ck.config().num_layers, 8);
+  fs::remove_all(real);
 }
 
 TEST_F(CheckpointDefects, WrongShape) {
@@ -218,7 +262,7 @@ class ShardedCheckpointDefects : public CheckpointDefects {
   void SetUp() override {
     CheckpointDefects::SetUp();
     fs::remove_all(dir_);
-    write_synthetic_checkpoint({builtin_config("tiny"), 7, "BF16", 3}, dir_);
+    write_synthetic_checkpoint({builtin_config("tiny"), 7, "BF16", 3, {}}, dir_);
   }
 };
 

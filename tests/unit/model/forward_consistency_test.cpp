@@ -22,7 +22,7 @@ class ForwardConsistency : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new fs::path(fs::temp_directory_path() / ("spark-forward-test-" + std::to_string(::getpid())));
-    write_synthetic_checkpoint({builtin_config("tiny"), 11, "BF16", 1}, *dir_);
+    write_synthetic_checkpoint({builtin_config("tiny"), 11, "BF16", 1, {}}, *dir_);
     checkpoint_ = new std::shared_ptr<const Checkpoint>(std::make_shared<const Checkpoint>(*dir_));
   }
   static void TearDownTestSuite() {

@@ -36,8 +36,8 @@ class QuantizedCheckpoint : public ::testing::Test {
   static void SetUpTestSuite() {
     root_ =
         new fs::path(fs::temp_directory_path() / ("spark-quantized-ckpt-test-" + std::to_string(::getpid())));
-    write_synthetic_checkpoint({builtin_config("tiny"), 5, "BF16", 1}, *root_ / "tiny");
-    write_synthetic_checkpoint({untied(builtin_config("tiny-asym")), 6, "F32", 2}, *root_ / "asym-untied");
+    write_synthetic_checkpoint({builtin_config("tiny"), 5, "BF16", 1, {}}, *root_ / "tiny");
+    write_synthetic_checkpoint({untied(builtin_config("tiny-asym")), 6, "F32", 2, {}}, *root_ / "asym-untied");
   }
   static void TearDownTestSuite() {
     fs::remove_all(*root_);
