@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "spark/error.h"
+#include "util/bounded_json.h"
 #include "util/text_file.h"
 
 namespace spark {
@@ -113,7 +114,7 @@ int ModelConfig::num_full_layers() const {
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
   json j;
   try {
-    j = json::parse(json_text);
+    j = parse_json_bounded(json_text);
   } catch (const json::parse_error& e) {
     throw Error(source + ": not valid JSON: " + e.what());
   }
