@@ -6,6 +6,7 @@
 #include <string>
 
 #include "server/metrics.h"
+#include "server/openai_request.h"
 #include "server/prompt_builder.h"
 #include "spark/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -27,6 +28,10 @@ struct ServerOptions {
   int default_max_tokens = 0;  // 0: up to the context limit, as vLLM does
   std::string quant = "none";  // none (as stored), auto, or a format name
   std::string priority = "speed";
+  double shutdown_timeout_s = 30;  // how long in-flight requests may run on after SIGTERM
+  bool metrics_public = false;     // serve /metrics without the API key
+  bool log_requests = false;       // request log lines may include prompt text
+  RequestLimits limits;            // vocab_size is filled in once the model is loaded
   EngineOptions engine;
 };
 
@@ -42,6 +47,11 @@ struct ServerContext {
   std::shared_ptr<const ConstraintVocab> constraint_vocab;  // token texts, for constrained decoding
   ServerMetrics metrics;
   std::atomic<bool> ready{false};
+  // Graceful shutdown: `draining` refuses new work (503, /health too); `abort_generations` makes in-flight
+  // generations end with a final error event; `active_generations` counts responses still being produced.
+  std::atomic<bool> draining{false};
+  std::atomic<bool> abort_generations{false};
+  std::atomic<int> active_generations{0};
 };
 
 }  // namespace spark
