@@ -1,4 +1,5 @@
 #include "chat/chat_template_loader.h"
+#include "util/bounded_json.h"
 #include "util/text_file.h"
 
 namespace spark {
@@ -14,7 +15,7 @@ constexpr const char* kSpecialTokenKeys[] = {"bos_token", "eos_token", "unk_toke
 
 ordered_json read_json(const fs::path& path) {
   try {
-    return ordered_json::parse(read_text_file(path));
+    return parse_json_bounded<ordered_json>(read_text_file(path));
   } catch (const ordered_json::parse_error& e) {
     throw Error(path.string() + ": invalid JSON: " + e.what());
   }

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "spark/error.h"
+#include "util/bounded_json.h"
 
 namespace spark {
 
@@ -24,7 +25,7 @@ std::map<std::string, std::string> read_index(const std::filesystem::path& path)
   if (!in) throw Error(path.string() + ": cannot read");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = parse_json_bounded(std::string(std::istreambuf_iterator<char>(in), {}));
   } catch (const nlohmann::json::exception& e) {
     throw Error(path.string() + ": not valid JSON: " + e.what());
   }

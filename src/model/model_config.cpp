@@ -6,6 +6,7 @@
 #include <set>
 
 #include "spark/error.h"
+#include "util/bounded_json.h"
 #include "util/text_file.h"
 
 namespace spark {
@@ -168,7 +169,7 @@ int ModelConfig::num_full_layers() const {
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
   json j;
   try {
-    j = json::parse(json_text);
+    j = parse_json_bounded(json_text);
   } catch (const json::parse_error& e) {
     throw Error(source + ": not valid JSON: " + e.what());
   }

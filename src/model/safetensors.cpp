@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "spark/error.h"
+#include "util/bounded_json.h"
 
 namespace spark {
 
@@ -37,7 +38,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
   const char* header_begin = reinterpret_cast<const char*>(file_.data() + 8);
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(header_begin, header_begin + header_len);
+    header = parse_json_bounded(std::string_view(header_begin, header_len));
   } catch (const nlohmann::json::exception& e) {
     fail(std::string("header is not valid JSON: ") + e.what());
   }

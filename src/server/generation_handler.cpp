@@ -34,14 +34,6 @@ int64_t unix_now() {
 
 std::string dump(const ordered_json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
-ordered_json parse_body(const httplib::Request& req) {
-  try {
-    return ordered_json::parse(req.body);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ApiError::bad_request(std::string("the request body is not valid JSON: ") + e.what());
-  }
-}
-
 void check_model(const ServerContext& ctx, const std::string& model) {
   if (!model.empty() && model != ctx.served_model_name) {
     throw ApiError(404, "not_found_error", "The model `" + model + "` does not exist.", "model");
@@ -75,11 +67,18 @@ struct Generation {
   double ttft = -1;
   bool counted = false;
 
-  explicit Generation(ServerContext& c) : ctx(c) {}
+  explicit Generation(ServerContext& c) : ctx(c) { ctx.active_generations.fetch_add(1); }
   ~Generation() {
-    // A generation dropped early (client gone, error) must not leave requests running.
+    cancel_unfinished();
+    ctx.active_generations.fetch_sub(1);
+  }
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  // A generation dropped early (client gone, error, shutdown) must not leave requests running.
+  void cancel_unfinished() {
     for (size_t i = 0; i < handles.size(); ++i) {
-      if (!done[i]) handles[i]->cancel();
+      if (i >= done.size() || !done[i]) handles[i]->cancel();
     }
   }
 
@@ -268,6 +267,12 @@ void respond(httplib::Response& res, std::shared_ptr<Generation> g, bool stream,
                                            ctx.metrics.count_disconnect();
                                            return false;  // ~Generation cancels the engine requests
                                          }
+                                         if (ctx.abort_generations.load()) {
+                                           // --shutdown-timeout ran out: end with an error the client sees.
+                                           g->cancel_unfinished();
+                                           throw ApiError(503, "server_error",
+                                                          "the server shut down before the request finished");
+                                         }
                                          auto steps = g->poll();
                                          if (stream && !steps.empty()) on_step(*g, steps, sink);
                                        }
@@ -294,7 +299,7 @@ void write_event(httplib::DataSink& sink, const ordered_json& j) {
 }  // namespace
 
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  ChatRequest r = parse_chat_request(parse_body(req), ctx.generation);
+  ChatRequest r = parse_chat_request(parse_request_body(req.body), ctx.options.limits, ctx.generation);
   check_model(ctx, r.model);
   ChatPrompt prompt = ctx.prompts->build(r.messages, r.tools, r.add_generation_prompt, r.chat_template_kwargs);
   if (!r.max_tokens_given) r.sampling.max_tokens = default_max_tokens(ctx, prompt.ids.size());
@@ -407,7 +412,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
 }
 
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  CompletionRequest r = parse_completion_request(parse_body(req), ctx.generation);
+  CompletionRequest r = parse_completion_request(parse_request_body(req.body), ctx.options.limits, ctx.generation);
   check_model(ctx, r.model);
   std::vector<int32_t> ids = r.prompt_text ? ctx.tokenizer->encode(*r.prompt_text) : r.prompt_ids;
   if (ids.empty()) throw ApiError::bad_request("the prompt is empty", "prompt");

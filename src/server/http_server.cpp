@@ -1,9 +1,13 @@
 #include "server/http_server.h"
 
+#include <fcntl.h>
 #include <httplib.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "model/spark_model.h"
+#include "server/access_control.h"
 #include "server/api_error.h"
 #include "server/generation_handler.h"
 #include "server/openai_request.h"
@@ -12,6 +16,13 @@
 namespace spark {
 
 namespace {
+
+// cpp-httplib 0.11 caps each header line at 8 KiB but not their number: refuse requests that carry more
+// than any real client sends, before a handler looks at them.
+constexpr size_t kMaxHeaderCount = 100;
+constexpr size_t kMaxHeaderBytes = 64 * 1024;
+// --log-requests shows request bodies up to this many bytes.
+constexpr size_t kMaxLoggedBodyBytes = 4096;
 
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status();
@@ -29,6 +40,8 @@ httplib::Server::Handler guarded(ServerContext& ctx, bool needs_model,
                                  std::function<void(const httplib::Request&, httplib::Response&)> fn) {
   return [&ctx, needs_model, fn](const httplib::Request& req, httplib::Response& res) {
     try {
+      if (needs_model && ctx.draining.load())
+        throw ApiError(503, "server_error", "the server is shutting down");
       if (needs_model && !ctx.ready.load()) throw ApiError(503, "server_error", "the model is still loading");
       fn(req, res);
     } catch (const ApiError& e) {
@@ -42,18 +55,8 @@ httplib::Server::Handler guarded(ServerContext& ctx, bool needs_model,
   };
 }
 
-ordered_json parse_json_body(const httplib::Request& req) {
-  try {
-    ordered_json j = ordered_json::parse(req.body);
-    if (!j.is_object()) throw ApiError::bad_request("the request body must be a JSON object");
-    return j;
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ApiError::bad_request(std::string("the request body is not valid JSON: ") + e.what());
-  }
-}
-
 void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  ordered_json body = parse_json_body(req);
+  ordered_json body = parse_request_body(req.body);
   std::vector<int32_t> ids;
   if (body.contains("prompt")) {
     if (!body["prompt"].is_string()) throw ApiError::bad_request("'prompt' must be a string", "prompt");
@@ -61,8 +64,8 @@ void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::R
     ids = ctx.tokenizer->encode(text);
   } else if (body.contains("messages")) {
     ordered_json chat = body;
-    ChatRequest r = parse_chat_request(chat);
-    ids = ctx.prompts->build(r.messages, r.tools, body.value("add_generation_prompt", true), r.chat_template_kwargs).ids;
+    ChatRequest r = parse_chat_request(chat, ctx.options.limits);
+    ids = ctx.prompts->build(r.messages, r.tools, r.add_generation_prompt, r.chat_template_kwargs).ids;
   } else {
     throw ApiError::bad_request("give 'prompt' or 'messages'");
   }
@@ -70,7 +73,7 @@ void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::R
 }
 
 void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  ordered_json body = parse_json_body(req);
+  ordered_json body = parse_request_body(req.body);
   if (!body.contains("tokens") || !body["tokens"].is_array()) {
     throw ApiError::bad_request("'tokens' must be a list of token ids", "tokens");
   }
@@ -97,15 +100,28 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
   s.set_payload_max_length(static_cast<size_t>(o.max_body_bytes));
   s.set_read_timeout(30, 0);
   s.set_keep_alive_timeout(5);
+  s.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    // Called for each address tried while binding; the last one is the socket that listens.
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    listen_fd_ = ::fcntl(sock, F_DUPFD_CLOEXEC, 0);
+  });
 
+  // Responses answered here reach the logger below like any other, which counts them in the metrics.
   s.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    if (!ctx.options.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
-      const std::string auth = req.get_header_value("Authorization");
-      if (auth != "Bearer " + ctx.options.api_key) {
-        send_error(res, ApiError(401, "authentication_error", "invalid or missing API key"));
-        ctx.metrics.count_http(401);
-        return httplib::Server::HandlerResponse::Handled;
-      }
+    size_t header_bytes = 0;
+    for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size() + 4;
+    if (req.headers.size() > kMaxHeaderCount || header_bytes > kMaxHeaderBytes) {
+      send_error(
+          res, ApiError(431, "invalid_request_error",
+                        "too many or too large request headers (at most " + std::to_string(kMaxHeaderCount) +
+                            " headers, " + std::to_string(kMaxHeaderBytes) + " bytes)"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!ctx.options.api_key.empty() && route_needs_api_key(req.path, ctx.options.metrics_public) &&
+        !api_key_matches(req.get_header_value("Authorization"), ctx.options.api_key)) {
+      send_error(res, ApiError(401, "authentication_error", "invalid or missing API key"));
+      return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
@@ -128,13 +144,25 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
     }
     send_error(res, ApiError(500, "server_error", msg));
   });
+  // Request log lines carry method, path and status only: prompts are the users' data and stay out of logs
+  // unless the operator asks for them with --log-requests.
   s.set_logger([&ctx](const httplib::Request& req, const httplib::Response& res) {
     ctx.metrics.count_http(res.status);
-    spdlog::debug("{} {} -> {}", req.method, req.path, res.status);
+    if (ctx.options.log_requests && !req.body.empty()) {
+      const bool cut = req.body.size() > kMaxLoggedBodyBytes;
+      spdlog::info("{} {} -> {}: {}{}", req.method, req.path, res.status,
+                   std::string_view(req.body).substr(0, kMaxLoggedBodyBytes),
+                   cut ? " [... " + std::to_string(req.body.size()) + " bytes]" : "");
+    } else {
+      spdlog::debug("{} {} -> {}", req.method, req.path, res.status);
+    }
   });
 
   s.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
-    if (ctx.ready.load()) {
+    if (ctx.draining.load()) {
+      res.status = 503;
+      res.set_content("{\"status\":\"shutting_down\"}", "application/json");
+    } else if (ctx.ready.load()) {
       res.status = 200;
       res.set_content("{\"status\":\"ok\"}", "application/json");
     } else {
@@ -166,7 +194,9 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
   s.Post("/v1/completions", guarded(ctx, true, [&ctx](const auto& req, auto& res) { handle_completions(ctx, req, res); }));
 }
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() {
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
 
 int HttpServer::bind() {
   const ServerOptions& o = ctx_.options;
@@ -180,8 +210,35 @@ int HttpServer::bind() {
   return port;
 }
 
-void HttpServer::listen() { server_->listen_after_bind(); }
+void HttpServer::listen() {
+  bool skip;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    skip = stop_requested_;
+  }
+  // A stop() after this check shuts the socket down, so accept() fails at once and listen_after_bind returns.
+  if (!skip) server_->listen_after_bind();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    listen_returned_ = true;
+  }
+  cv_.notify_all();
+}
 
-void HttpServer::stop() { server_->stop(); }
+void HttpServer::stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_requested_) return;
+  stop_requested_ = true;
+  // Once listen() runs, httplib's own stop() marks its socket closed, which also ends keep-alive loops after
+  // their current request; before that it does nothing, and the shutdown below is what stops listen().
+  // Order matters: httplib closes its descriptor itself only if accept() fails while it still holds it.
+  server_->stop();
+  if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
+}
+
+bool HttpServer::wait_stopped(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [this] { return listen_returned_; });
+}
 
 }  // namespace spark

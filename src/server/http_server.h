@@ -2,8 +2,11 @@
 // guarantee that no request can crash the process (every handler's failure becomes an OpenAI error).
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 
 #include "server/server_context.h"
 
@@ -17,16 +20,33 @@ class HttpServer {
  public:
   explicit HttpServer(ServerContext& ctx);
   ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
 
   // Binds host:port (port 0: any free port) and returns the bound port; throws spark::Error on failure.
   int bind();
-  // Serves until stop() is called.
+  // Serves until stop(); returns at once when stop() came first. Requests in progress when stop() is called
+  // run to completion before this returns; idle keep-alive connections may hold it for the keep-alive
+  // timeout.
   void listen();
+  // Stops accepting connections at once, from any thread, before or during listen(): the listening socket is
+  // shut down, so new connections are refused (a load balancer moves on) and a listen() that has not yet
+  // reached accept() returns as soon as it does. Requests in progress carry on.
   void stop();
+  // Waits up to `timeout` for listen() to return; true when it has.
+  bool wait_stopped(std::chrono::milliseconds timeout);
 
  private:
   ServerContext& ctx_;
   std::unique_ptr<httplib::Server> server_;
+  // Our own duplicate of the listening socket: shutdown() through it reaches the socket whatever state
+  // httplib's copy is in (cpp-httplib 0.11's stop() does nothing until listen() has started, and a stop in
+  // that window used to leave listen() blocked in accept() for good).
+  int listen_fd_ = -1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_requested_ = false;
+  bool listen_returned_ = false;
 };
 
 }  // namespace spark

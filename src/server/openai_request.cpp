@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "server/api_error.h"
+#include "util/bounded_json.h"
 
 namespace spark {
 
@@ -49,7 +50,33 @@ void check_text(const std::string& s, const std::string& param) {
   if (!is_valid_utf8(s)) bad(param, "is not valid UTF-8");
 }
 
-void parse_common(const ordered_json& body, const GenerationConfig& d, CommonRequest& r) {
+// vLLM refuses out-of-vocabulary ids rather than ignoring them: a typo'd id should not silently do nothing.
+void check_token_id(int64_t id, const RequestLimits& limits, const char* param) {
+  if (id < 0 || (limits.vocab_size > 0 && id >= limits.vocab_size)) {
+    bad(param, "contains token id " + std::to_string(id) + ", outside the vocabulary [0, " +
+                   std::to_string(limits.vocab_size) + ")");
+  }
+}
+
+// Only the types OpenAI defines. json_object and json_schema are accepted but not enforced: generation is
+// not constrained to them (yet), as before this check existed.
+void check_response_format(const ordered_json& body) {
+  const ordered_json* rf = field(body, "response_format");
+  if (rf == nullptr) return;
+  if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) {
+    bad("response_format", "must be an object with a string 'type'");
+  }
+  const std::string type = (*rf)["type"].get<std::string>();
+  if (type != "text" && type != "json_object" && type != "json_schema") {
+    bad("response_format", "type '" + type + "' is not supported (text, json_object or json_schema)");
+  }
+  if (type == "json_schema" && (!rf->contains("json_schema") || !(*rf)["json_schema"].is_object())) {
+    bad("response_format", "type json_schema needs a 'json_schema' object");
+  }
+}
+
+void parse_common(const ordered_json& body, const RequestLimits& limits, const GenerationConfig& d,
+                  CommonRequest& r) {
   if (!body.is_object()) throw ApiError::bad_request("the request body must be a JSON object");
   if (const ordered_json* m = field(body, "model")) {
     if (!m->is_string()) bad("model", "must be a string");
@@ -71,10 +98,15 @@ void parse_common(const ordered_json& body, const GenerationConfig& d, CommonReq
   }
   if (const ordered_json* bias = field(body, "logit_bias")) {
     if (!bias->is_object()) bad("logit_bias", "must be an object mapping token ids to numbers");
+    if (bias->size() > static_cast<size_t>(limits.max_logit_bias)) {
+      bad("logit_bias", "has " + std::to_string(bias->size()) + " entries; at most " +
+                            std::to_string(limits.max_logit_bias) + " are allowed (--max-logit-bias)");
+    }
     for (auto& [k, v] : bias->items()) {
       char* end = nullptr;
       long id = std::strtol(k.c_str(), &end, 10);
       if (k.empty() || *end != '\0' || id < 0 || id > INT32_MAX) bad("logit_bias", "keys must be token ids");
+      check_token_id(id, limits, "logit_bias");
       if (!v.is_number() || v.get<double>() < -100 || v.get<double>() > 100) {
         bad("logit_bias", "values must be numbers between -100 and 100");
       }
@@ -94,7 +126,7 @@ void parse_common(const ordered_json& body, const GenerationConfig& d, CommonReq
     s.max_tokens = static_cast<int>(mt->get<int64_t>());
     r.max_tokens_given = true;
   }
-  r.n = static_cast<int>(integer(body, "n", 1, 1, 16));
+  r.n = static_cast<int>(integer(body, "n", 1, 1, limits.max_n));
   r.stream = boolean(body, "stream", false);
   if (const ordered_json* so = field(body, "stream_options")) {
     if (!so->is_object()) bad("stream_options", "must be an object");
@@ -111,12 +143,26 @@ void parse_common(const ordered_json& body, const GenerationConfig& d, CommonReq
     } else {
       bad("stop", "must be a string or a list of strings");
     }
-    for (const auto& x : r.stop) check_text(x, "stop");
+    if (r.stop.size() > static_cast<size_t>(limits.max_stop_strings)) {
+      bad("stop", "has " + std::to_string(r.stop.size()) + " strings; at most " +
+                      std::to_string(limits.max_stop_strings) + " are allowed (--max-stop-strings)");
+    }
+    for (const auto& x : r.stop) {
+      check_text(x, "stop");
+      if (x.size() > static_cast<size_t>(limits.max_stop_string_bytes)) {
+        bad("stop", "strings may be at most " + std::to_string(limits.max_stop_string_bytes) +
+                        " bytes long (--max-stop-string-bytes)");
+      }
+    }
   }
   if (const ordered_json* ids = field(body, "stop_token_ids")) {
     if (!ids->is_array()) bad("stop_token_ids", "must be a list of token ids");
+    if (ids->size() > static_cast<size_t>(limits.max_logit_bias)) {
+      bad("stop_token_ids", "may list at most " + std::to_string(limits.max_logit_bias) + " ids");
+    }
     for (const auto& x : *ids) {
       if (!x.is_number_integer()) bad("stop_token_ids", "must be a list of token ids");
+      check_token_id(x.get<int64_t>(), limits, "stop_token_ids");
       s.stop_token_ids.push_back(x.get<int32_t>());
     }
   }
@@ -174,7 +220,7 @@ ordered_json normalise_messages(const ordered_json& messages) {
           fn["arguments"] = ordered_json::object();
         } else if (fn["arguments"].is_string()) {
           try {
-            fn["arguments"] = ordered_json::parse(fn["arguments"].get<std::string>());
+            fn["arguments"] = parse_json_bounded<ordered_json>(fn["arguments"].get<std::string>());
           } catch (const nlohmann::json::exception&) {
             bad(p + ".tool_calls", "function.arguments is not valid JSON");
           }
@@ -232,19 +278,35 @@ bool is_valid_utf8(const std::string& s) {
   return true;
 }
 
-ChatRequest parse_chat_request(const ordered_json& body, const GenerationConfig& defaults) {
+ordered_json parse_request_body(const std::string& body) {
+  ordered_json j;
+  try {
+    j = parse_json_bounded<ordered_json>(body);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ApiError::bad_request(std::string("the request body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw ApiError::bad_request("the request body must be a JSON object");
+  return j;
+}
+
+ChatRequest parse_chat_request(const ordered_json& body, const RequestLimits& limits,
+                               const GenerationConfig& defaults) {
   ChatRequest r;
-  parse_common(body, defaults, r);
+  parse_common(body, limits, defaults, r);
   const ordered_json* messages = field(body, "messages");
   if (messages == nullptr) bad("messages", "is required");
   r.messages = normalise_messages(*messages);
   r.logprobs = boolean(body, "logprobs", false);
-  r.top_logprobs = static_cast<int>(integer(body, "top_logprobs", 0, 0, 20));
+  r.top_logprobs = static_cast<int>(integer(body, "top_logprobs", 0, 0, limits.max_logprobs));
   if (r.top_logprobs > 0 && !r.logprobs) bad("top_logprobs", "needs logprobs set to true");
   r.sampling.logprobs = r.logprobs ? r.top_logprobs : -1;
 
   if (const ordered_json* tools = field(body, "tools")) {
     if (!tools->is_array()) bad("tools", "must be a list");
+    if (tools->size() > static_cast<size_t>(limits.max_tools)) {
+      bad("tools", "has " + std::to_string(tools->size()) + " entries; at most " +
+                       std::to_string(limits.max_tools) + " are allowed (--max-tools)");
+    }
     for (size_t i = 0; i < tools->size(); ++i) {
       const auto& t = (*tools)[i];
       const std::string p = "tools[" + std::to_string(i) + "]";
@@ -254,6 +316,14 @@ ChatRequest parse_chat_request(const ordered_json& body, const GenerationConfig&
       }
       if (t["function"].contains("parameters") && !t["function"]["parameters"].is_object()) {
         bad(p + ".function.parameters", "must be a JSON schema object");
+      }
+      // The schema is rendered into the prompt and compiled into the call constraint: bound its size.
+      const size_t bytes =
+          t["function"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
+      if (bytes > static_cast<size_t>(limits.max_tool_schema_bytes)) {
+        bad(p + ".function", "is " + std::to_string(bytes) + " bytes of JSON; at most " +
+                                 std::to_string(limits.max_tool_schema_bytes) +
+                                 " are allowed (--max-tool-schema-bytes)");
       }
     }
     if (!tools->empty()) r.tools = *tools;
@@ -287,6 +357,7 @@ ChatRequest parse_chat_request(const ordered_json& body, const GenerationConfig&
       if (!found) bad("tool_choice", "names a function that is not in tools: " + r.tool_choice_name);
     }
   }
+  check_response_format(body);
   r.add_generation_prompt = boolean(body, "add_generation_prompt", true);
   if (const ordered_json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) bad("chat_template_kwargs", "must be an object");
@@ -298,9 +369,10 @@ ChatRequest parse_chat_request(const ordered_json& body, const GenerationConfig&
   return r;
 }
 
-CompletionRequest parse_completion_request(const ordered_json& body, const GenerationConfig& defaults) {
+CompletionRequest parse_completion_request(const ordered_json& body, const RequestLimits& limits,
+                               const GenerationConfig& defaults) {
   CompletionRequest r;
-  parse_common(body, defaults, r);
+  parse_common(body, limits, defaults, r);
   const ordered_json* prompt = field(body, "prompt");
   if (prompt == nullptr) bad("prompt", "is required");
   if (prompt->is_string()) {
@@ -320,7 +392,10 @@ CompletionRequest parse_completion_request(const ordered_json& body, const Gener
     bad("prompt", "must be a string or a non-empty list of token ids");
   }
   r.echo = boolean(body, "echo", false);
-  if (field(body, "logprobs") != nullptr) r.logprobs = static_cast<int>(integer(body, "logprobs", 0, 0, 20));
+  if (field(body, "logprobs") != nullptr) {
+    r.logprobs = static_cast<int>(integer(body, "logprobs", 0, 0, limits.max_logprobs));
+  }
+  check_response_format(body);
   r.sampling.logprobs = r.logprobs;
   return r;
 }

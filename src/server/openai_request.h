@@ -25,6 +25,20 @@ struct CommonRequest {
   bool return_token_ids = false;
 };
 
+// Caps on what one request may ask for, each refused with a 400 naming the parameter. The server sets them
+// from its flags (--max-n, --max-logprobs ...); vocab_size (0: unchecked) bounds logit_bias and
+// stop_token_ids ids.
+struct RequestLimits {
+  int max_n = 16;
+  int max_stop_strings = 16;
+  int max_stop_string_bytes = 1024;
+  int max_tools = 128;
+  int64_t max_tool_schema_bytes = 64 * 1024;
+  int max_logit_bias = 1024;
+  int max_logprobs = 20;
+  int64_t vocab_size = 0;
+};
+
 enum class ToolChoiceMode { kAuto, kNone, kRequired, kNamed };
 
 struct ChatRequest : CommonRequest {
@@ -46,9 +60,15 @@ struct CompletionRequest : CommonRequest {
   int logprobs = -1;  // legacy completions: an integer count, or absent
 };
 
+// A request body as JSON, its nesting bounded (util/bounded_json.h) before anything recurses over it;
+// malformed, too deep or not an object -> ApiError 400.
+ordered_json parse_request_body(const std::string& body);
+
 // Fields the body omits take `defaults` (generation_config.json's) where it has them, else OpenAI's.
-ChatRequest parse_chat_request(const ordered_json& body, const GenerationConfig& defaults = {});
-CompletionRequest parse_completion_request(const ordered_json& body, const GenerationConfig& defaults = {});
+ChatRequest parse_chat_request(const ordered_json& body, const RequestLimits& limits = {},
+                               const GenerationConfig& defaults = {});
+CompletionRequest parse_completion_request(const ordered_json& body, const RequestLimits& limits = {},
+                                           const GenerationConfig& defaults = {});
 
 // True when every byte sequence of s is valid UTF-8.
 bool is_valid_utf8(const std::string& s);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <memory>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "server/http_server.h"
 #include "server/model_source.h"
 #include "server/server_context.h"
+#include "server/shutdown_signals.h"
 #include "server/tool_call_constraint.h"
 #include "spark/error.h"
 
@@ -22,33 +24,50 @@ namespace spark {
 
 namespace {
 
-// Blocks SIGINT/SIGTERM in every thread and waits for them on one, so shutdown runs as ordinary code.
-void wait_for_shutdown_signal(HttpServer& http, ServerContext& ctx) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  int sig = 0;
-  sigwait(&set, &sig);
-  spdlog::info("signal {}: shutting down", sig);
-  if (ctx.engine) ctx.engine->shutdown();
+using Clock = std::chrono::steady_clock;
+
+// After the first SIGTERM: refuse new connections and requests (/health says 503), let requests in flight
+// finish for up to --shutdown-timeout, then end the rest with a final error event.
+void drain(HttpServer& http, ServerContext& ctx) {
+  ctx.draining.store(true);
   http.stop();
+  const int in_flight = ctx.active_generations.load();
+  if (in_flight > 0) {
+    spdlog::info("not accepting connections; waiting up to {} s for {} request(s) in flight",
+                 ctx.options.shutdown_timeout_s, in_flight);
+  }
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(std::max(0.0, ctx.options.shutdown_timeout_s)));
+  while (ctx.active_generations.load() > 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (ctx.active_generations.load() > 0) {
+    spdlog::warn("shutdown timeout: cancelling {} request(s) still running", ctx.active_generations.load());
+    ctx.abort_generations.store(true);
+    // Each generation notices within one poll (25 ms) unless its client stopped reading; bound the wait.
+    const auto cancel_deadline = Clock::now() + std::chrono::seconds(2);
+    while (ctx.active_generations.load() > 0 && Clock::now() < cancel_deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  if (ctx.engine) ctx.engine->shutdown();
 }
 
 int run_server(ServerOptions o) {
+  // First, before any thread exists, so that every thread inherits the blocked SIGINT/SIGTERM.
+  ShutdownSignals signals;
   // Writes to a vanished client must fail with EPIPE, not kill the process.
   signal(SIGPIPE, SIG_IGN);
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
   auto ctx = std::make_unique<ServerContext>();
   ctx->options = o;
   HttpServer http(*ctx);
   const int port = http.bind();
-  std::thread listener([&] { http.listen(); });
+  std::thread listener([&] {
+    http.listen();
+    signals.request_shutdown("the HTTP listener stopped");
+  });
   spdlog::info("spark-server listening on http://{}:{} (health: 503 until the model is loaded)", o.host,
                port);
 
@@ -113,6 +132,7 @@ int run_server(ServerOptions o) {
     ctx->created =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
+    ctx->options.limits.vocab_size = ctx->model->config().vocab_size;
     ctx->ready.store(true);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     spdlog::info(
@@ -131,14 +151,30 @@ int run_server(ServerOptions o) {
                      : "--generation-config none",
                  eos_list);
   } catch (const std::exception& e) {
+    // A start-up error ends the process within a second, whatever the HTTP side is doing: health pollers
+    // and idle keep-alive connections must not keep it alive, and the error is the one line it prints.
+    signals.set_stopping();
     http.stop();
+    if (!http.wait_stopped(std::chrono::milliseconds(500))) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      exit_process_now(1);
+    }
     listener.join();
     throw;
   }
-  std::thread signals([&] { wait_for_shutdown_signal(http, *ctx); });
+  signals.set_serving();
+
+  const std::string why = signals.wait_for_shutdown();
+  drain(http, *ctx);
+  // Only idle keep-alive connections can still hold the listener (up to its keep-alive timeout): they carry
+  // no work, so do not wait for them.
+  if (!http.wait_stopped(std::chrono::seconds(1))) {
+    spdlog::info("shut down");
+    exit_process_now(0);
+  }
   listener.join();
-  // listen() returned: the server was stopped (by a signal).
-  signals.join();
+  if (why.rfind("signal", 0) != 0) throw Error(why + " unexpectedly");
+  spdlog::info("shut down");
   return 0;
 }
 
@@ -151,8 +187,39 @@ std::function<int()> add_serve_options(CLI::App& app) {
   app.add_option("--port", o->port, "Port (0: any free port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
-  app.add_option("--api-key", o->api_key, "Require this bearer token on /v1 routes")
+  app.add_option("--api-key", o->api_key,
+                 "Require this bearer token on every route but /health (and /metrics with --metrics-public)")
       ->envname("SPARK_API_KEY");
+  app.add_flag("--metrics-public", o->metrics_public, "Serve /metrics without the API key");
+  app.add_flag("--log-requests,--enable-log-requests", o->log_requests,
+               "Log request bodies (prompts included; off by default so user data stays out of logs)");
+  app.add_option("--shutdown-timeout", o->shutdown_timeout_s,
+                 "Seconds requests in flight may run on after SIGTERM before they are cancelled")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  RequestLimits& lim = o->limits;
+  app.add_option("--max-n", lim.max_n, "Largest 'n' (choices per request)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--max-logprobs", lim.max_logprobs, "Largest top_logprobs / logprobs count")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--max-stop-strings", lim.max_stop_strings, "Most 'stop' strings per request")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--max-stop-string-bytes", lim.max_stop_string_bytes, "Longest 'stop' string, in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-tools", lim.max_tools, "Most 'tools' per request")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--max-tool-schema-bytes", lim.max_tool_schema_bytes,
+                 "Largest tool definition (name, description, parameters) as JSON, in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--max-logit-bias", lim.max_logit_bias, "Most 'logit_bias' (and 'stop_token_ids') entries")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 24));
   app.add_option("--served-model-name", o->served_model_name,
                  "Model name in the API (default: the folder name)");
   app.add_option("--max-model-len", o->max_model_len,

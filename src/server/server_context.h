@@ -7,6 +7,7 @@
 
 #include "model/generation_config.h"
 #include "server/metrics.h"
+#include "server/openai_request.h"
 #include "server/prompt_builder.h"
 #include "spark/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -29,6 +30,10 @@ struct ServerOptions {
   std::string quant = "none";  // none (as stored), auto, or a format name
   std::string priority = "speed";
   std::string generation_config = "auto";  // auto: generation_config.json's defaults; none: OpenAI's
+  double shutdown_timeout_s = 30;  // how long in-flight requests may run on after SIGTERM
+  bool metrics_public = false;     // serve /metrics without the API key
+  bool log_requests = false;       // request log lines may include prompt text
+  RequestLimits limits;            // vocab_size is filled in once the model is loaded
   EngineOptions engine;
 };
 
@@ -46,6 +51,11 @@ struct ServerContext {
                                 // --generation-config none)  // token texts, for constrained decoding
   ServerMetrics metrics;
   std::atomic<bool> ready{false};
+  // Graceful shutdown: `draining` refuses new work (503, /health too); `abort_generations` makes in-flight
+  // generations end with a final error event; `active_generations` counts responses still being produced.
+  std::atomic<bool> draining{false};
+  std::atomic<bool> abort_generations{false};
+  std::atomic<int> active_generations{0};
 };
 
 }  // namespace spark

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "util/bounded_json.h"
+
 namespace spark {
 
 bool JsonScanner::feed(char c) {
@@ -67,7 +69,7 @@ std::optional<RepairedJson> repair_at(std::string_view text, size_t cut) {
   }
   const std::string& open = scanner.open();
   for (auto it = open.rbegin(); it != open.rend(); ++it) appended += (*it == '{') ? '}' : ']';
-  nlohmann::ordered_json value = nlohmann::ordered_json::parse(fixed + appended, nullptr, false);
+  nlohmann::ordered_json value = parse_json_bounded_or_discarded<nlohmann::ordered_json>(fixed + appended);
   if (value.is_discarded()) return std::nullopt;
   return RepairedJson{std::move(value), cut, std::move(appended)};
 }

@@ -5,6 +5,7 @@
 
 #include "server/tool_call_parser.h"
 #include "server/tool_call_parser_syntax.h"
+#include "util/bounded_json.h"
 
 namespace spark {
 
@@ -127,7 +128,7 @@ bool ToolCallParser::finish_json(size_t end, bool closed) {
   nlohmann::ordered_json value;
   std::string repair_note;
   if (closed) {
-    value = nlohmann::ordered_json::parse(text, nullptr, false);
+    value = parse_json_bounded_or_discarded<nlohmann::ordered_json>(text);
   } else if (auto repaired = repair_truncated_json(text)) {
     value = std::move(repaired->value);
     end = json_at_ + repaired->used;

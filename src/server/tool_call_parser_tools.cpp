@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "spark/error.h"
+#include "util/bounded_json.h"
 
 namespace spark {
 
@@ -160,7 +161,7 @@ const ToolInfo* ToolRegistry::find(std::string_view name) const {
 ArgumentValue convert_argument(std::string_view raw, uint8_t types) {
   if (types == kJsonString) return {nlohmann::ordered_json(std::string(raw)), ArgumentValue::Fit::kExact};
   const std::string_view text = trim(raw);
-  nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(text, nullptr, false);
+  nlohmann::ordered_json parsed = parse_json_bounded_or_discarded<nlohmann::ordered_json>(text);
   if (!parsed.is_discarded() && (types == 0 || json_matches_types(parsed, types))) {
     return {std::move(parsed), ArgumentValue::Fit::kExact};
   }
@@ -229,7 +230,8 @@ JsonCallShape interpret_call_object(const nlohmann::ordered_json& object, const 
   if (args != nullptr) {
     shape.has_arguments = true;
     if (args->is_string()) {
-      nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(args->get<std::string>(), nullptr, false);
+      nlohmann::ordered_json parsed =
+          parse_json_bounded_or_discarded<nlohmann::ordered_json>(args->get<std::string>());
       if (!parsed.is_object()) return shape;
       shape.arguments = std::move(parsed);
     } else if (args->is_object()) {

@@ -8,6 +8,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
+#include "util/bounded_json.h"
 #include "util/text_file.h"
 
 namespace spark {
@@ -16,7 +17,7 @@ namespace {
 
 nlohmann::json parse_json(std::string_view text, const std::string& origin) {
   try {
-    return nlohmann::json::parse(text);
+    return parse_json_bounded(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(origin + ": invalid JSON (" + e.what() + ")");
   }

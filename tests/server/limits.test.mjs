@@ -1,0 +1,85 @@
+// Bounded requests: JSON nested 100000 deep is a 400 (it used to overflow the stack), and each cap (n, stop,
+// tools, logit_bias, top_logprobs, response_format, headers) is a 400/431 in OpenAI's error shape, with the
+// flag that sets it honoured. The server answers a good request afterwards.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer, postJson } from './lib.mjs';
+
+let server, client;
+before(async () => {
+  server = await startServer(['--max-n', '3', '--max-stop-strings', '4', '--max-tools', '2',
+                              '--max-tool-schema-bytes', '2000', '--max-logit-bias', '5',
+                              '--max-body-bytes', String(4 << 20)]);
+  client = server.client();
+});
+after(async () => { await server.stop(); });
+
+const ok = { model: 'spark-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 };
+const tool = (name, pad = 0) => ({ type: 'function', function: { name, description: 'd'.repeat(pad), parameters: { type: 'object', properties: {} } } });
+
+function assertOpenAIError(r, status, what) {
+  assert.equal(r.status, status, `${what}: ${r.text}`);
+  const e = r.json?.error;
+  assert.equal(typeof e?.message, 'string', `${what}: ${r.text}`);
+  assert.ok('type' in e && 'param' in e && 'code' in e, what);
+  if (status === 400) assert.equal(e.type, 'invalid_request_error', what);
+  return e;
+}
+
+test('JSON nested 100000 deep is a 400 on every JSON route, and the server lives on', async () => {
+  const deep = '['.repeat(100000) + ']'.repeat(100000);
+  for (const [path, body] of [
+    ['/v1/chat/completions', `{"model": "spark-test", "messages": ${deep}}`],
+    ['/v1/chat/completions', `{"model": "spark-test", "messages": [{"role": "user", "content": "hi"}], "tools": ${deep}}`],
+    ['/v1/completions', `{"model": "spark-test", "prompt": ${deep}}`],
+    ['/tokenize', `{"messages": ${deep}}`],
+    ['/detokenize', `{"tokens": ${deep}}`],
+  ]) {
+    const e = assertOpenAIError(await postJson(`${server.url}${path}`, body), 400, path);
+    assert.match(e.message, /nested deeper than 128 levels/);
+  }
+  // Unclosed, too: the bound applies before the parser sees the end.
+  assertOpenAIError(await postJson(`${server.url}/v1/chat/completions`, '{"messages": ' + '{"a":'.repeat(50000)), 400, 'unclosed');
+  // Deep tool-call arguments inside a message are refused the same way.
+  const args = '{"x": ' + '['.repeat(300) + ']'.repeat(300) + '}';
+  const withArgs = { ...ok, messages: [{ role: 'user', content: 'a' }, { role: 'assistant', tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: args } }] }] };
+  assertOpenAIError(await postJson(`${server.url}/v1/chat/completions`, withArgs), 400, 'deep arguments');
+  const good = await client.chat.completions.create(ok);
+  assert.equal(good.choices.length, 1);
+});
+
+test('each cap is a 400 naming its parameter; the value at the cap is accepted', async () => {
+  const cases = [
+    ['n', { n: 3 }, { n: 4 }],
+    ['stop', { stop: ['a', 'b', 'c', 'd'] }, { stop: ['a', 'b', 'c', 'd', 'e'] }],
+    ['stop', { stop: 'x'.repeat(1024) }, { stop: 'x'.repeat(1025) }],
+    ['tools', { tools: [tool('a'), tool('b')] }, { tools: [tool('a'), tool('b'), tool('c')] }],
+    ['tools[0].function', { tools: [tool('a', 1500)] }, { tools: [tool('a', 2500)] }],
+    ['logit_bias', { logit_bias: { 1: 1, 2: 1, 3: 1, 4: 1, 5: 1 } }, { logit_bias: { 1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1 } }],
+    ['logit_bias', { logit_bias: { 1023: 5 } }, { logit_bias: { 1024: 5 } }],  // vocab_size is 1024
+    ['stop_token_ids', { stop_token_ids: [1023] }, { stop_token_ids: [1024] }],
+    ['top_logprobs', { logprobs: true, top_logprobs: 20 }, { logprobs: true, top_logprobs: 21 }],
+    ['response_format', { response_format: { type: 'json_object' } }, { response_format: { type: 'yaml' } }],
+    ['response_format', { response_format: { type: 'text' } }, { response_format: 'json' }],
+  ];
+  for (const [param, good, bad] of cases) {
+    const g = await postJson(`${server.url}/v1/chat/completions`, { ...ok, ...good });
+    assert.equal(g.status, 200, `${param} at the cap: ${g.text}`);
+    const e = assertOpenAIError(await postJson(`${server.url}/v1/chat/completions`, { ...ok, ...bad }), 400, param);
+    assert.equal(e.param, param, JSON.stringify(e));
+  }
+  // Completions share the sampling caps.
+  const c = await postJson(`${server.url}/v1/completions`, { model: 'spark-test', prompt: 'x', max_tokens: 1, logit_bias: { 5000: 1 } });
+  assertOpenAIError(c, 400, 'completions logit_bias');
+});
+
+test('a request with too many headers is refused with 431', async () => {
+  const headers = { 'Content-Type': 'application/json' };
+  for (let i = 0; i < 150; ++i) headers[`x-h${i}`] = 'v';
+  const r = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify(ok) });
+  const text = await r.text();
+  assert.equal(r.status, 431, text);
+  assert.match(JSON.parse(text).error.message, /headers/);
+  const fine = await fetch(`${server.url}/health`, { headers: { 'x-a': 'b' } });
+  assert.equal(fine.status, 200);
+});

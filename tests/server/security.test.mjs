@@ -1,0 +1,85 @@
+// --api-key guards every route but /health: /v1, /tokenize, /detokenize and /metrics (unless
+// --metrics-public); a wrong key is one counted 401; prompts reach the log only with --log-requests.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer, postJson } from './lib.mjs';
+
+const chat = { model: 'spark-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 };
+
+async function status(url, { method = 'GET', body, key } = {}) {
+  const headers = { 'Content-Type': 'application/json' };
+  if (key) headers.Authorization = `Bearer ${key}`;
+  const r = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await r.text();
+  return { status: r.status, text };
+}
+
+test('the API key guards /v1, /tokenize, /detokenize and /metrics; /health stays open', async () => {
+  const server = await startServer(['--api-key', 'sekret']);
+  try {
+    const routes = [
+      ['GET', '/v1/models', undefined],
+      ['POST', '/v1/chat/completions', chat],
+      ['POST', '/tokenize', { prompt: 'hello' }],
+      ['POST', '/detokenize', { tokens: [5, 6] }],
+      ['GET', '/metrics', undefined],
+    ];
+    for (const [method, path, body] of routes) {
+      for (const key of [undefined, 'wrong', 'sekre', 'sekret2']) {
+        const r = await status(`${server.url}${path}`, { method, body, key });
+        assert.equal(r.status, 401, `${method} ${path} with key ${key}: ${r.text}`);
+        const err = JSON.parse(r.text).error;
+        assert.equal(err.type, 'authentication_error');
+      }
+      const ok = await status(`${server.url}${path}`, { method, body, key: 'sekret' });
+      assert.equal(ok.status, 200, `${method} ${path} with the key: ${ok.text}`);
+    }
+    assert.equal((await status(`${server.url}/health`)).status, 200);
+    // Unknown routes are guarded too (deny by default), so they reveal nothing without the key.
+    assert.equal((await status(`${server.url}/v2/secret`)).status, 401);
+    assert.equal((await status(`${server.url}/v2/secret`, { key: 'sekret' })).status, 404);
+    // Each refused request is counted once.
+    const metrics = await status(`${server.url}/metrics`, { key: 'sekret' });
+    const m = metrics.text.match(/^spark_http_responses_total\{status="401"\} (\d+)$/m);
+    assert.equal(Number(m?.[1]), routes.length * 4 + 1, metrics.text);
+  } finally {
+    await server.stop();
+  }
+});
+
+test('--metrics-public opens /metrics only', async () => {
+  const server = await startServer(['--api-key', 'sekret', '--metrics-public']);
+  try {
+    const r = await status(`${server.url}/metrics`);
+    assert.equal(r.status, 200);
+    assert.match(r.text, /spark_http_responses_total/);
+    assert.equal((await status(`${server.url}/tokenize`, { method: 'POST', body: { prompt: 'x' } })).status, 401);
+    assert.equal((await status(`${server.url}/v1/models`)).status, 401);
+  } finally {
+    await server.stop();
+  }
+});
+
+test('prompts stay out of the log unless --log-requests', async () => {
+  const marker = 'PurpleElephant7731';
+  const ask = (server) => Promise.all([
+    server.client().chat.completions.create({ ...chat, messages: [{ role: 'user', content: `say ${marker}` }] }),
+    postJson(`${server.url}/v1/completions`, { model: 'spark-test', prompt: `x ${marker}`, max_tokens: 1 }),
+    postJson(`${server.url}/v1/chat/completions`, { ...chat, temperature: 'hot', messages: [{ role: 'user', content: marker }] }),
+  ]);
+  const quiet = await startServer();
+  try {
+    await ask(quiet);
+  } finally {
+    await quiet.stop();
+  }
+  assert.ok(!quiet.log().includes(marker), quiet.log());
+  const loud = await startServer(['--log-requests']);
+  try {
+    await ask(loud);
+  } finally {
+    await loud.stop();
+  }
+  assert.ok(loud.log().includes(marker), loud.log());
+  assert.match(loud.log(), /POST \/v1\/chat\/completions -> 200: \{/);
+});

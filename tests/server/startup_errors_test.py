@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""Fail fast: a start-up error ends spark-server with one `error:` line naming the file and a non-zero status
+within a second, every time, even while a load balancer polls /health (the HTTP listener runs during
+loading); and SIGTERM while the model is still loading ends the process promptly.
+
+Each run starts the real binary on a checkpoint whose config.json must be refused, with a thread polling
+/health every 20 ms over a keep-alive connection from before the server is up until it has exited.
+"""
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+RUNS = 20
+EXIT_WITHIN_S = 1.0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_checkpoint(bin_dir, work_dir, name):
+    dest = os.path.join(work_dir, name)
+    if not os.path.exists(os.path.join(dest, "model.safetensors")):
+        shutil.rmtree(dest, ignore_errors=True)
+        subprocess.run([os.path.join(bin_dir, "spark-make-checkpoint"), "--preset", "tiny", "-o", dest],
+                       check=True, capture_output=True)
+    return dest
+
+
+def poll_health(port, stop, seen):
+    """GET /health every 20 ms on one keep-alive connection (reconnecting when it drops) until `stop`."""
+    conn = None
+    while not stop.is_set():
+        try:
+            if conn is None:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=0.5)
+            conn.request("GET", "/health")
+            r = conn.getresponse()
+            r.read()
+            seen.append(r.status)
+        except (OSError, http.client.HTTPException):
+            if conn is not None:
+                conn.close()
+            conn = None
+        stop.wait(0.02)
+    if conn is not None:
+        conn.close()
+
+
+def start(bin_dir, model, port, extra=()):
+    return subprocess.Popen(
+        [os.path.join(bin_dir, "spark-server"), "--model", model, "--port", str(port), "--threads", "2",
+         "--kv-cache-memory-bytes", str(64 << 20), *extra],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def read_lines(proc, lines):
+    """Collects (time, line) for each stderr line until EOF."""
+    for line in proc.stderr:
+        lines.append((time.monotonic(), line.rstrip("\n")))
+
+
+def broken_config_run(bin_dir, model, run):
+    port = free_port()
+    stop = threading.Event()
+    statuses = []
+    poller = threading.Thread(target=poll_health, args=(port, stop, statuses))
+    poller.start()  # before the server exists: the first polls are refused, later ones race the failure
+    proc = start(bin_dir, model, port)
+    lines = []
+    reader = threading.Thread(target=read_lines, args=(proc, lines))
+    reader.start()
+    try:
+        code = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        reader.join()
+        stop.set()
+        poller.join()
+        raise AssertionError(f"run {run}: the server did not exit within 30 s:\n" +
+                             "\n".join(l for _, l in lines))
+    exited = time.monotonic()
+    reader.join()
+    stop.set()
+    poller.join()
+    text = "\n".join(l for _, l in lines)
+    errors = [(t, l) for t, l in lines if "error" in l.lower()]
+    assert code not in (0, None) and code > 0, f"run {run}: exit status {code} (a signal if negative):\n{text}"
+    assert len(errors) == 1, f"run {run}: expected exactly one error line, got {len(errors)}:\n{text}"
+    t_error, line = errors[0]
+    assert line.startswith("error: "), f"run {run}: {line}"
+    assert "config.json" in line and "attention_bias" in line, f"run {run}: the error must name the file and key: {line}"
+    # The error is printed as the process ends (main prints it on the way out); allow for the line to be
+    # read a moment after the exit, never for the exit to trail the error by a second.
+    assert exited - t_error <= EXIT_WITHIN_S, f"run {run}: exited {exited - t_error:.2f} s after the error line"
+    return statuses
+
+
+def sigterm_while_loading(bin_dir, work_dir):
+    """tokenizer.json is a FIFO nobody writes: loading blocks on it (as on a stalled network filesystem) for
+    as long as the test likes, so SIGTERM surely lands while the model is loading."""
+    src = make_checkpoint(bin_dir, work_dir, "tiny-ok")
+    model = os.path.join(work_dir, "tiny-stalled")
+    shutil.rmtree(model, ignore_errors=True)
+    shutil.copytree(src, model)
+    os.remove(os.path.join(model, "tokenizer.json"))
+    os.mkfifo(os.path.join(model, "tokenizer.json"))
+    port = free_port()
+    proc = start(bin_dir, model, port)
+    lines = []
+    reader = threading.Thread(target=read_lines, args=(proc, lines))
+    reader.start()
+    try:
+        deadline = time.monotonic() + 30
+        status = None
+        while time.monotonic() < deadline and status != 503:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=0.5)
+                conn.request("GET", "/health")
+                r = conn.getresponse()
+                status, body = r.status, json.loads(r.read())
+                conn.close()
+            except (OSError, http.client.HTTPException):
+                time.sleep(0.02)
+        assert status == 503 and body["status"] == "loading", f"health during loading: {status}"
+        time.sleep(0.2)
+        assert proc.poll() is None, "the server should still be loading (blocked on the FIFO)"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=10)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join()
+    text = "\n".join(l for _, l in lines)
+    assert code == 0, f"SIGTERM while loading: exit status {code}:\n{text}"
+    assert took <= EXIT_WITHIN_S, f"SIGTERM while loading: exited after {took:.2f} s"
+    assert "while loading" in text, text
+    print(f"SIGTERM while loading: exited {took * 1000:.0f} ms after the signal, status 0")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--work-dir", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.work_dir, exist_ok=True)
+
+    src = make_checkpoint(args.bin_dir, args.work_dir, "tiny-ok")
+    broken = os.path.join(args.work_dir, "tiny-attention-bias")
+    shutil.rmtree(broken, ignore_errors=True)
+    shutil.copytree(src, broken)
+    cfg_path = os.path.join(broken, "config.json")
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    cfg["attention_bias"] = True
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f, indent=2)
+
+    answered = 0
+    for run in range(RUNS):
+        statuses = broken_config_run(args.bin_dir, broken, run)
+        answered += len(statuses)
+        assert all(s == 503 for s in statuses), f"run {run}: /health answered {statuses} while failing to load"
+    print(f"{RUNS} runs on a refused config.json: each exited non-zero within {EXIT_WITHIN_S} s of its one "
+          f"error line ({answered} /health answers seen, all 503)")
+    sigterm_while_loading(args.bin_dir, args.work_dir)
+    shutil.rmtree(os.path.join(args.work_dir, "tiny-stalled"), ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
