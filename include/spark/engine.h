@@ -117,7 +117,7 @@ struct EngineStats {
   int64_t prefix_cache_hits = 0;
   int64_t prefix_cache_hit_tokens = 0;
   int64_t prefix_cache_entries = 0;
-  int64_t prefix_cache_pages = 0;  // KV pages only the prefix cache holds (the floor when nothing runs)
+  int64_t prefix_cache_pages = 0;  // distinct KV pages the prefix cache holds (the floor when nothing runs)
   int64_t preemptions = 0;
   int64_t steps = 0;
   int waiting = 0;

@@ -521,7 +521,7 @@ class Engine::Impl {
     stats_.kv_page_bytes = kv_pool_.page_bytes();
     stats_.kv_bytes_allocated = kv_pool_.bytes_allocated();
     stats_.prefix_cache_entries = cache_.size();
-    stats_.prefix_cache_pages = cache_.pages_held_exclusively();
+    stats_.prefix_cache_pages = cache_.pages_held();
   }
 
   std::shared_ptr<SparkModel> model_;

@@ -1,6 +1,7 @@
 #include "engine/prefix_cache.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace spark {
 
@@ -78,6 +79,15 @@ bool PrefixCache::evict_one() {
   release(entries_.back());
   entries_.pop_back();
   return true;
+}
+
+int64_t PrefixCache::pages_held() const {
+  std::unordered_set<int> pages;
+  for (const Entry& e : entries_) {
+    pages.insert(e.ring.begin(), e.ring.end());
+    pages.insert(e.blocks.begin(), e.blocks.end());
+  }
+  return static_cast<int64_t>(pages.size());
 }
 
 int64_t PrefixCache::pages_held_exclusively() const {

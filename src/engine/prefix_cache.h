@@ -38,6 +38,8 @@ class PrefixCache {
   bool evict_one();
   int64_t size() const { return static_cast<int64_t>(entries_.size()); }
   int64_t pages_held_exclusively() const;
+  // Distinct pages the entries reference: with no sequence running, every page in use.
+  int64_t pages_held() const;
 
  private:
   void release(Entry& e);

@@ -89,7 +89,7 @@ std::string ServerMetrics::render(const EngineStats& e, const std::string& model
   metric(out, "spark_prefix_cache_hit_rate", "gauge", "Fraction of prompt tokens served from the prefix cache.",
          e.prompt_tokens > 0 ? static_cast<double>(e.prefix_cache_hit_tokens) / static_cast<double>(e.prompt_tokens) : 0.0);
   metric(out, "spark_prefix_cache_entries", "gauge", "Cached prefixes.", static_cast<double>(e.prefix_cache_entries));
-  metric(out, "spark_prefix_cache_pages", "gauge", "KV cache pages held by the prefix cache alone.",
+  metric(out, "spark_prefix_cache_pages", "gauge", "KV cache pages the prefix cache holds.",
          static_cast<double>(e.prefix_cache_pages));
   metric(out, "spark_preemptions_total", "counter", "Sequences preempted for lack of KV cache.", e.preemptions);
   metric(out, "spark_engine_steps_total", "counter", "Engine steps run.", e.steps);
