@@ -207,7 +207,8 @@ SharedPrefixRow run_shared_prefix(const BenchOptions& o, const std::shared_ptr<S
   const int64_t blocks = (tokens + 15) / 16;
   const int64_t pages = (sessions + 1) * (probe.ring_pages() + blocks * (1 + probe.slide_pages_per_block()));
   std::vector<double> first, later, warm, own, computed, cached;
-  for (int r = 0; r <= o.reps; ++r) {
+  // No warm-up run: the weights are loaded and resident, and every repetition starts a fresh engine.
+  for (int r = 1; r <= o.reps; ++r) {
     EngineOptions eo;
     eo.threads = threads;
     eo.max_num_seqs = std::max(64, sessions + 1);
@@ -233,7 +234,6 @@ SharedPrefixRow run_shared_prefix(const BenchOptions& o, const std::shared_ptr<S
              ": first " + std::to_string(t[0]) + " s, computed " + std::to_string(c) + " of " +
              std::to_string(sessions * (o.shared_prefix + o.session_tokens)) +
              " prompt tokens, next session " + std::to_string(w) + " s");
-    if (r == 0) continue;
     // The first submitted session computes the prefix; the others wait for its blocks.
     first.push_back(t[0]);
     later.insert(later.end(), t.begin() + 1, t.end());
