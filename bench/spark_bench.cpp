@@ -1,5 +1,6 @@
 // spark-bench: llama-bench-style measurements of prefill (ppN), decode (tgN) and concurrent generation
-// (concN) with medians over repetitions, the kernel path, load time and anonymous memory.
+// (concN) with medians over repetitions, the kernel path, load time and anonymous memory; and the prefix
+// cache serving new sessions that share a long prefix (--shared-prefix N --sessions S).
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -48,6 +49,9 @@ struct BenchOptions {
   std::string plot;
   uint64_t seed = 1;
   bool roofline = false;
+  int shared_prefix = 0;      // tokens every session shares (0: skip)
+  std::vector<int> sessions;  // sessions arriving together, one run per count
+  int session_tokens = 32;    // each session's own tokens after the shared prefix
 };
 
 double seconds_since(Clock::time_point t) {
@@ -71,6 +75,20 @@ Stats summarize(std::vector<double> v) {
   const double median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
   return {median, v.front(), v.back()};
 }
+
+// One --shared-prefix run: S new sessions (prefix + own tokens, one token generated) submitted together
+// to an engine with an empty cache, then one more session once they are done.
+struct SharedPrefixRow {
+  std::string quant;
+  int threads = 0;
+  int sessions = 0;
+  // TTFT seconds: the first session, every later one, a new session after all of them, and a session's
+  // own tokens prefilled alone (no prefix) for comparison.
+  Stats first{}, later{}, warm{}, own{};
+  int64_t prompt_tokens = 0;    // of the S sessions, summed
+  int64_t computed_tokens = 0;  // of them, run through the model (median over repetitions)
+  int64_t cached_tokens = 0;    // of them, served from the cache (median over repetitions)
+};
 
 void progress(const std::string& what) {
   std::fprintf(stderr, "spark-bench: %s\n", what.c_str());
@@ -141,6 +159,124 @@ int run_roofline(const BenchOptions& o) {
   return 0;
 }
 
+// Submits the prompts together and returns each one's time to first token (seconds) and, through the
+// out-parameters, the prompt tokens computed and served from the cache.
+std::vector<double> ttft_of(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                            int64_t& computed, int64_t& cached) {
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  std::vector<double> ttft(prompts.size(), 0.0);
+  const auto t = Clock::now();
+  for (const auto& p : prompts) {
+    GenerationRequest req;
+    req.prompt = p;
+    req.params.temperature = 0;
+    req.params.max_tokens = 1;
+    req.params.ignore_eos = true;
+    handles.push_back(engine.submit(std::move(req)));
+  }
+  std::vector<std::thread> waiters;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    waiters.emplace_back([&, i] {
+      std::vector<TokenEvent> ev;
+      for (;;) {
+        const bool done = handles[i]->wait(ev, std::chrono::milliseconds(100));
+        if (!ev.empty() && ttft[i] == 0.0) ttft[i] = seconds_since(t);
+        if (done) break;
+      }
+    });
+  }
+  for (auto& w : waiters) w.join();
+  for (auto& h : handles) {
+    if (h->reason() == FinishReason::kError) throw Error("shared-prefix session failed: " + h->error());
+    computed += h->computed_prompt_tokens();
+    cached += h->cached_prompt_tokens();
+  }
+  return ttft;
+}
+
+SharedPrefixRow run_shared_prefix(const BenchOptions& o, const std::shared_ptr<SparkModel>& model,
+                                  int threads, int sessions, std::mt19937& rng) {
+  const ModelConfig& cfg = model->config();
+  SharedPrefixRow row;
+  row.quant = kernels::weight_format_name(model->weight_format());
+  row.threads = threads;
+  row.sessions = sessions;
+  // Room for every session at once plus the cache's blocks (full and sliding) of all of them.
+  KvPagePool probe(cfg, 16, 0);
+  const int64_t tokens = o.shared_prefix + o.session_tokens + 16;
+  const int64_t blocks = (tokens + 15) / 16;
+  const int64_t pages = (sessions + 1) * (probe.ring_pages() + blocks * (1 + probe.slide_pages_per_block()));
+  std::vector<double> first, later, warm, own, computed, cached;
+  // No warm-up run: the weights are loaded and resident, and every repetition starts a fresh engine.
+  for (int r = 1; r <= o.reps; ++r) {
+    EngineOptions eo;
+    eo.threads = threads;
+    eo.max_num_seqs = std::max(64, sessions + 1);
+    eo.max_queued_requests = std::max(256, sessions + 1);
+    eo.kv_cache_memory_bytes = pages * probe.page_bytes();
+    Engine engine(model, eo);
+    const auto prefix = random_tokens(o.shared_prefix, cfg.vocab_size, rng);
+    auto session = [&] {
+      auto p = prefix;
+      const auto mine = random_tokens(o.session_tokens, cfg.vocab_size, rng);
+      p.insert(p.end(), mine.begin(), mine.end());
+      return p;
+    };
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < sessions; ++i) prompts.push_back(session());
+    int64_t c = 0, k = 0;
+    const auto t = ttft_of(engine, prompts, c, k);
+    int64_t c2 = 0, k2 = 0;
+    const double w = ttft_of(engine, {session()}, c2, k2)[0];
+    const double alone = ttft_of(engine, {random_tokens(o.session_tokens, cfg.vocab_size, rng)}, c2, k2)[0];
+    progress("shared-prefix " + std::to_string(o.shared_prefix) + " x" + std::to_string(sessions) +
+             " t=" + std::to_string(threads) + (r == 0 ? " warm-up" : " rep " + std::to_string(r)) +
+             ": first " + std::to_string(t[0]) + " s, computed " + std::to_string(c) + " of " +
+             std::to_string(sessions * (o.shared_prefix + o.session_tokens)) +
+             " prompt tokens, next session " + std::to_string(w) + " s");
+    // The first submitted session computes the prefix; the others wait for its blocks.
+    first.push_back(t[0]);
+    later.insert(later.end(), t.begin() + 1, t.end());
+    warm.push_back(w);
+    own.push_back(alone);
+    computed.push_back(static_cast<double>(c));
+    cached.push_back(static_cast<double>(k));
+  }
+  row.first = summarize(first);
+  if (!later.empty()) row.later = summarize(later);
+  row.warm = summarize(warm);
+  row.own = summarize(own);
+  row.prompt_tokens = static_cast<int64_t>(sessions) * (o.shared_prefix + o.session_tokens);
+  row.computed_tokens = static_cast<int64_t>(summarize(computed).median);
+  row.cached_tokens = static_cast<int64_t>(summarize(cached).median);
+  return row;
+}
+
+std::string format_shared_prefix(const std::vector<SharedPrefixRow>& rows, const BenchOptions& o,
+                                 const std::string& desc) {
+  std::ostringstream out;
+  char buf[512];
+  out << "\n### Shared prefix: " << desc << ", prefix " << o.shared_prefix << " tokens + " << o.session_tokens
+      << " own tokens per session, 1 token generated, median of " << o.reps << "\n\n";
+  out << "| quant | threads | sessions | TTFT first (s) | TTFT later, median [max] (s) | next new session "
+         "(s) | "
+         "own tokens alone (s) | prompt tokens computed / total | cached |\n";
+  out << "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& r : rows) {
+    std::string later = "-";
+    if (r.sessions > 1) {
+      std::snprintf(buf, sizeof buf, "%.2f [%.2f]", r.later.median, r.later.max);
+      later = buf;
+    }
+    std::snprintf(buf, sizeof buf, "| %s | %d | %d | %.2f | %s | %.2f | %.2f | %lld / %lld | %lld |\n",
+                  r.quant.c_str(), r.threads, r.sessions, r.first.median, later.c_str(), r.warm.median,
+                  r.own.median, static_cast<long long>(r.computed_tokens),
+                  static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.cached_tokens));
+    out << buf;
+  }
+  return out.str();
+}
+
 int run(const BenchOptions& o) {
   if (o.roofline) return run_roofline(o);
   if (o.model_dir.empty() == o.random_weights.empty())
@@ -175,7 +311,9 @@ int run(const BenchOptions& o) {
              " (random weights)";
     }
   }
-  const int64_t max_len = std::max(o.n_prompt + o.n_gen, o.conc_prompt + o.conc_gen) + 16;
+  const int64_t max_len =
+      std::max({o.n_prompt + o.n_gen, o.conc_prompt + o.conc_gen, o.shared_prefix + 2 * o.session_tokens}) +
+      16;
   const double load_s = seconds_since(t0);
   loading = false;
   sampler.join();
@@ -186,6 +324,7 @@ int run(const BenchOptions& o) {
   progress("loaded " + desc + " in " + std::to_string(load_s) + " s");
 
   std::vector<BenchRow> rows;
+  std::vector<SharedPrefixRow> shared_rows;
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
   for (const std::string& quant : o.quants) {
     ModelOptions mo;
@@ -299,6 +438,9 @@ int run(const BenchOptions& o) {
         row.kv_bytes = engine.stats().kv_bytes_allocated;
         rows.push_back(row);
       }
+      if (o.shared_prefix > 0) {
+        for (int n : o.sessions) shared_rows.push_back(run_shared_prefix(o, model, threads, n, rng));
+      }
     }
   }
 
@@ -307,7 +449,8 @@ int run(const BenchOptions& o) {
   } else if (o.output == "csv") {
     std::fputs(format_csv(rows).c_str(), stdout);
   } else {
-    std::fputs(format_markdown(rows, desc).c_str(), stdout);
+    if (!rows.empty()) std::fputs(format_markdown(rows, desc).c_str(), stdout);
+    if (!shared_rows.empty()) std::fputs(format_shared_prefix(shared_rows, o, desc).c_str(), stdout);
   }
   if (!o.plot.empty()) {
     std::ofstream svg(o.plot);
@@ -348,6 +491,17 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", o.output, "md, json or csv")->check(CLI::IsMember({"md", "json", "csv"}));
   app.add_option("--plot", o.plot, "Write an SVG of tokens/s vs concurrency (or threads)");
   app.add_option("--seed", o.seed, "Seed of the random weights and tokens");
+  std::string sessions = "1";
+  app.add_option(
+         "--shared-prefix", o.shared_prefix,
+         "New sessions sharing a prefix of this many tokens: TTFT of the first and later ones and prompt "
+         "tokens computed (0: skip)")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--sessions", sessions, "Comma list of session counts arriving together (--shared-prefix)")
+      ->capture_default_str();
+  app.add_option("--session-tokens", o.session_tokens, "Each session's own prompt tokens after the prefix")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   app.add_flag(
       "--roofline", o.roofline,
       "Measure read bandwidth and FMA / int8 peaks and print the decode and prefill ceilings per format");
@@ -373,6 +527,8 @@ int main(int argc, char** argv) {
     o.threads = split_ints(threads, "--threads");
     if (o.threads.empty()) throw spark::Error("--threads: give at least one thread count");
     o.concurrency = split_ints(conc, "--concurrency");
+    o.sessions = split_ints(sessions, "--sessions");
+    if (o.shared_prefix > 0 && o.sessions.empty()) throw spark::Error("--sessions: give at least one count");
     o.quants.clear();
     std::stringstream ss(quants);
     std::string q;

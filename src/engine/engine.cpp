@@ -80,7 +80,12 @@ struct Sequence {
   int64_t generated = 0;
   std::unique_ptr<SequenceKv> kv;
   std::unique_ptr<Sampler> sampler;
-  bool prompt_snapshot_taken = false;
+  bool admitted_before = false;  // a preempted sequence's recomputation is not a new prompt
+  // Prefix-cache chain: the blocks [0, cached_blocks) are in the cache (adopted or inserted), the last
+  // one hashed cache_parent; chain_ok is false once a block could not be inserted.
+  int64_t cached_blocks = 0;
+  uint64_t cache_parent = PrefixCache::kRootHash;
+  bool chain_ok = true;
 
   int64_t computed() const { return kv ? kv->num_tokens() : 0; }
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - computed(); }
@@ -282,18 +287,8 @@ class Engine::Impl {
   }
 
   void finish(Sequence& s, FinishReason reason, const std::string& error = {}) {
-    if (s.kv) {
-      // The finished sequence's state is the most useful prefix there is: the next turn of an agent
-      // conversation starts with exactly these tokens. Its rings move into the cache without a copy.
-      if (opt_.enable_prefix_caching && reason != FinishReason::kError &&
-          s.kv->num_tokens() >= opt_.block_size) {
-        std::vector<int> ring = s.kv->ring();
-        for (int p : ring) kv_pool_.add_ref(p);
-        cache_.insert(std::vector<int32_t>(s.tokens.begin(), s.tokens.begin() + s.kv->num_tokens()),
-                      s.kv->blocks(), std::move(ring));
-      }
-      s.kv.reset();
-    }
+    // Its complete blocks are already in the prefix cache (inserted as they were computed).
+    s.kv.reset();
     {
       std::lock_guard<std::mutex> lock(stats_mu_);
       ++stats_.requests_finished;
@@ -307,7 +302,7 @@ class Engine::Impl {
   bool make_room(int64_t need, const Sequence* keep, std::vector<std::pair<Sequence*, int64_t>>& plan,
                  int64_t& budget) {
     while (kv_pool_.pages_free() < need) {
-      if (cache_.evict_one()) continue;
+      if (evict_cache(need) > 0) continue;
       Sequence* victim = nullptr;
       for (auto& s : running_) {
         if (s.get() != keep && s->kv && (victim == nullptr || s->id > victim->id)) victim = s.get();
@@ -327,7 +322,6 @@ class Engine::Impl {
       }
     }
     victim->kv.reset();
-    victim->prompt_snapshot_taken = true;  // its recomputation is not a fresh prompt
     auto it = std::find_if(running_.begin(), running_.end(), [&](auto& s) { return s.get() == victim; });
     std::unique_ptr<Sequence> owned = std::move(*it);
     running_.erase(it);
@@ -364,37 +358,111 @@ class Engine::Impl {
     }
   }
 
+  // Frees cache-only pages until `need` are free; pages freed.
+  int64_t evict_cache(int64_t need) {
+    const int64_t blocks = cache_.evicted_blocks(), sliding = cache_.evicted_sliding_blocks();
+    const int64_t freed = cache_.evict(need);
+    if (freed > 0) {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      stats_.prefix_cache_evicted_blocks += cache_.evicted_blocks() - blocks;
+      stats_.prefix_cache_evicted_sliding_blocks += cache_.evicted_sliding_blocks() - sliding;
+    }
+    return freed;
+  }
+
+  // A running sequence that is still computing blocks of `s`'s prompt beyond what the cache holds:
+  // `s` waits for them rather than computing them a second time (many sessions, one system prompt).
+  bool shared_prefix_in_flight(const Sequence& s, int64_t cached) const {
+    const int64_t bs = opt_.block_size;
+    const int64_t usable = (static_cast<int64_t>(s.tokens.size()) - 1) / bs * bs;
+    if (usable <= cached) return false;
+    for (const auto& r : running_) {
+      if (!r->kv || !r->chain_ok || r->computed() >= usable) continue;
+      const int64_t n = std::min<int64_t>(usable, static_cast<int64_t>(r->tokens.size()));
+      const auto diff = std::mismatch(s.tokens.begin(), s.tokens.begin() + n, r->tokens.begin());
+      const int64_t common = (diff.first - s.tokens.begin()) / bs * bs;
+      if (common > cached && r->computed() < common) return true;
+    }
+    return false;
+  }
+
   void admit() {
-    while (!waiting_.empty() && static_cast<int>(running_.size()) < opt_.max_num_seqs) {
-      Sequence& s = *waiting_.front();
+    for (size_t i = 0; i < waiting_.size() && static_cast<int>(running_.size()) < opt_.max_num_seqs;) {
+      Sequence& s = *waiting_[i];
       if (!s.kv) s.kv = std::make_unique<SequenceKv>(kv_pool_);
       if (opt_.enable_prefix_caching && s.kv->num_tokens() == 0) {
-        std::lock_guard<std::mutex> lock(stats_mu_);
-        ++stats_.prefix_cache_queries;
-      }
-      if (opt_.enable_prefix_caching && s.kv->num_tokens() == 0) {
         // At least one token must be computed to have logits to sample from.
-        const auto* hit = cache_.lookup(s.tokens, static_cast<int64_t>(s.tokens.size()) - 1);
-        if (hit != nullptr &&
-            s.kv->adopt_prefix(hit->blocks, hit->ring, static_cast<int64_t>(hit->tokens.size()))) {
-          const int64_t reused = std::min<int64_t>(static_cast<int64_t>(hit->tokens.size()), s.prompt_len);
+        PrefixCache::Match hit = cache_.lookup(s.tokens, static_cast<int64_t>(s.tokens.size()) - 1);
+        if (shared_prefix_in_flight(s, hit.tokens)) {
+          s.kv.reset();
+          ++i;
+          continue;
+        }
+        s.cached_blocks = 0;
+        s.cache_parent = PrefixCache::kRootHash;
+        s.chain_ok = true;
+        if (hit.tokens > 0 && s.kv->adopt_prefix(hit.full_pages, hit.slide)) {
+          s.cached_blocks = hit.tokens / opt_.block_size;
+          s.cache_parent = hit.last_hash;
+        } else {
+          hit.tokens = 0;
+        }
+        if (!s.admitted_before) {
+          const int64_t reused = std::min<int64_t>(hit.tokens, s.prompt_len);
           s.state->cached_prompt_tokens += reused;
           std::lock_guard<std::mutex> lock(stats_mu_);
-          ++stats_.prefix_cache_hits;
+          ++stats_.prefix_cache_queries;
+          stats_.prefix_cache_queried_tokens += s.prompt_len;
+          if (reused > 0) ++stats_.prefix_cache_hits;
           stats_.prefix_cache_hit_tokens += reused;
         }
       }
       const int64_t first = std::min<int64_t>(s.pending(), opt_.max_num_batched_tokens);
       const int64_t need = s.kv->pages_needed(s.computed() + first);
-      while (kv_pool_.pages_free() < need && cache_.evict_one()) {
-      }
+      if (kv_pool_.pages_free() < need) evict_cache(need);
       if (kv_pool_.pages_free() < need) {
         s.kv.reset();  // do not hold pages while waiting
         break;
       }
-      running_.push_back(std::move(waiting_.front()));
-      waiting_.pop_front();
+      s.admitted_before = true;
+      running_.push_back(std::move(waiting_[i]));
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
       dequeue_one();
+    }
+  }
+
+  // Before a chunk: capture pages for the sliding layers of every block it touches, so each complete
+  // block enters the cache with its sliding block. Only free or cache-held pages are used: capture never
+  // preempts a sequence, and a block without one is still cached for its full layers.
+  void prepare_capture(Sequence& s, int64_t n) {
+    const int per_block = kv_pool_.slide_pages_per_block();
+    if (!opt_.enable_prefix_caching || !s.chain_ok || per_block == 0) return;
+    const int64_t bs = opt_.block_size;
+    for (int64_t b = s.computed() / bs; b <= (s.computed() + n - 1) / bs; ++b) {
+      if (s.kv->capturing(b)) continue;
+      if (kv_pool_.pages_free() < per_block) evict_cache(per_block);
+      if (kv_pool_.pages_free() < per_block) return;
+      std::vector<int> pages;
+      for (int i = 0; i < per_block; ++i) pages.push_back(kv_pool_.allocate());
+      s.kv->set_capture(b, std::move(pages));
+    }
+  }
+
+  // After a chunk: every block it completed goes into the cache, chained to the one before.
+  void insert_completed_blocks(Sequence& s) {
+    if (!opt_.enable_prefix_caching) return;
+    const int64_t bs = opt_.block_size;
+    while (s.chain_ok && (s.cached_blocks + 1) * bs <= s.computed()) {
+      const int64_t b = s.cached_blocks;
+      std::span<const int32_t> tokens(s.tokens.data() + b * bs, static_cast<size_t>(bs));
+      auto h = cache_.insert(s.cache_parent, tokens, s.kv->blocks()[static_cast<size_t>(b)],
+                             s.kv->take_capture(b));
+      if (!h) {
+        s.chain_ok = false;
+        break;
+      }
+      s.cache_parent = *h;
+      ++s.cached_blocks;
     }
   }
 
@@ -430,6 +498,7 @@ class Engine::Impl {
       budget -= n;
     }
     if (plan.empty()) return;
+    for (auto& [s, n] : plan) prepare_capture(*s, n);
 
     std::vector<SequenceChunk> chunks;
     int64_t prompt_computed = 0;
@@ -443,6 +512,7 @@ class Engine::Impl {
       prompt_computed += prompt_part;
     }
     model_->forward(chunks, logits_, pool_);
+    for (auto& [s, n] : plan) insert_completed_blocks(*s);
     {
       std::lock_guard<std::mutex> lock(stats_mu_);
       ++stats_.steps;
@@ -459,7 +529,6 @@ class Engine::Impl {
       if (chunks[i].logits != LogitsMode::kLast) continue;
       std::span<float> logits(logits_.data() + row * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
       ++row;
-      maybe_snapshot_prompt(s);
       TokenEvent ev;
       try {
         ev = s.sampler->sample(logits, s.processor.get());
@@ -500,18 +569,6 @@ class Engine::Impl {
     }
   }
 
-  // A sequence that just finished its prompt leaves a snapshot, so identical prompts (n > 1 choices,
-  // retries, parallel agents with one system prompt and task) skip the prefill.
-  void maybe_snapshot_prompt(Sequence& s) {
-    if (!opt_.enable_prefix_caching || s.prompt_snapshot_taken || s.kv->num_tokens() != s.prompt_len) return;
-    s.prompt_snapshot_taken = true;
-    if (s.prompt_len < opt_.block_size || kv_pool_.pages_free() < kv_pool_.ring_pages()) return;
-    std::vector<int> snap = s.kv->snapshot_ring();
-    if (snap.empty() && kv_pool_.ring_pages() > 0) return;
-    cache_.insert(std::vector<int32_t>(s.tokens.begin(), s.tokens.begin() + s.prompt_len), s.kv->blocks(),
-                  std::move(snap));
-  }
-
   void publish_stats() {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.waiting = static_cast<int>(waiting_.size());
@@ -520,8 +577,10 @@ class Engine::Impl {
     stats_.kv_pages_used = kv_pool_.pages_in_use();
     stats_.kv_page_bytes = kv_pool_.page_bytes();
     stats_.kv_bytes_allocated = kv_pool_.bytes_allocated();
-    stats_.prefix_cache_entries = cache_.size();
-    stats_.prefix_cache_pages = cache_.pages_held();
+    stats_.prefix_cache_entries = cache_.blocks();
+    stats_.prefix_cache_sliding_entries = cache_.sliding_blocks();
+    stats_.prefix_cache_bytes = cache_.pages_held_exclusively() * kv_pool_.page_bytes();
+    stats_.prefix_cache_pages = cache_.pages_held_exclusively();
   }
 
   std::shared_ptr<SparkModel> model_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "spark/error.h"
 
@@ -21,6 +22,9 @@ KvPagePool::KvPagePool(const ModelConfig& config, int block_size, int64_t budget
   page_floats_ = 2 * static_cast<int64_t>(std::max(1, num_full_layers_)) * block_size * kv_dim_;
   const int64_t ring_floats = 2 * static_cast<int64_t>(num_sliding_layers_) * ring_capacity_ * kv_dim_;
   ring_pages_ = static_cast<int>((ring_floats + page_floats_ - 1) / page_floats_);
+  // A sliding block puts max(1, full layers) sliding layers in each page, in the full-layer layout.
+  const int per_page = std::max(1, num_full_layers_);
+  slide_pages_per_block_ = (num_sliding_layers_ + per_page - 1) / per_page;
   if (budget_bytes > 0) {
     max_pages_ = budget_bytes / page_bytes();
     if (max_pages_ == 0) {
@@ -69,6 +73,14 @@ void KvPagePool::release(int page) {
     free_list_.push_back(page);
     --in_use_;
   }
+}
+
+float* KvPagePool::slide_entry(const int* pages, int sliding_layer, int64_t pos, int kv) {
+  const int per_page = std::max(1, num_full_layers_);
+  float* page = this->page(pages[sliding_layer / per_page]);
+  return page +
+         ((static_cast<int64_t>(sliding_layer % per_page) * 2 + kv) * block_size_ + pos % block_size_) *
+             kv_dim_;
 }
 
 SequenceKv::SequenceKv(KvPagePool& pool) : pool_(pool) {}
@@ -124,56 +136,65 @@ bool SequenceKv::reserve(int64_t total_tokens) {
 void SequenceKv::clear() {
   for (int b : blocks_) pool_.release(b);
   for (int p : ring_) pool_.release(p);
+  for (const auto& c : capture_) {
+    for (int p : c) pool_.release(p);
+  }
   blocks_.clear();
   ring_.clear();
+  capture_.clear();
   num_tokens_ = 0;
 }
 
-bool SequenceKv::adopt_prefix(const std::vector<int>& blocks, const std::vector<int>& ring_snapshot,
-                              int64_t num_tokens) {
+bool SequenceKv::adopt_prefix(const std::vector<int>& blocks, const std::vector<const int*>& slide) {
   if (num_tokens_ != 0 || !blocks_.empty()) throw Error("adopt_prefix needs an empty sequence");
-  const int bs = pool_.block_size();
-  const size_t complete = static_cast<size_t>(num_tokens / bs);
-  const bool partial = num_tokens % bs != 0;
-  if (blocks.size() < complete + (partial ? 1 : 0))
-    throw Error("adopt_prefix: cached blocks do not cover the prefix");
-  for (size_t i = 0; i < complete; ++i) {
-    pool_.add_ref(blocks[i]);
-    blocks_.push_back(blocks[i]);
-  }
-  // A partial block will be written past the prefix, so it is copied rather than shared.
-  if (partial) {
-    int b = pool_.allocate();
-    if (b < 0) {
-      clear();
-      return false;
-    }
-    std::memcpy(pool_.page(b), pool_.page(blocks[complete]), static_cast<size_t>(pool_.page_bytes()));
+  const int64_t bs = pool_.block_size();
+  const int64_t n = static_cast<int64_t>(blocks.size()) * bs;
+  const int64_t cap = pool_.ring_capacity();
+  const int64_t first = std::max<int64_t>(0, n - cap);
+  if (static_cast<int64_t>(slide.size()) < static_cast<int64_t>(blocks.size()))
+    throw Error("adopt_prefix: no sliding blocks given");
+  if (!ensure_ring()) return false;
+  for (int b : blocks) {
+    pool_.add_ref(b);
     blocks_.push_back(b);
   }
-  if (!ensure_ring()) {
-    clear();
-    return false;
+  if (pool_.num_sliding_layers() > 0) {
+    for (int64_t pos = first; pos < n; ++pos) {
+      const int* pages = slide[static_cast<size_t>(pos / bs)];
+      if (pages == nullptr) throw Error("adopt_prefix: a sliding block inside the window is missing");
+      for (int l = 0; l < pool_.num_sliding_layers(); ++l) {
+        for (int kv = 0; kv < 2; ++kv) {
+          std::memcpy(ring_entry(l, pos, kv), pool_.slide_entry(pages, l, pos, kv),
+                      static_cast<size_t>(pool_.kv_dim()) * sizeof(float));
+        }
+      }
+    }
   }
-  for (size_t i = 0; i < ring_.size(); ++i) {
-    std::memcpy(pool_.page(ring_[i]), pool_.page(ring_snapshot[i]), static_cast<size_t>(pool_.page_bytes()));
-  }
-  num_tokens_ = num_tokens;
+  num_tokens_ = n;
   return true;
 }
 
-std::vector<int> SequenceKv::snapshot_ring() {
-  std::vector<int> snap;
-  for (int src : ring_) {
-    int p = pool_.allocate();
-    if (p < 0) {
-      for (int q : snap) pool_.release(q);
-      return {};
-    }
-    std::memcpy(pool_.page(p), pool_.page(src), static_cast<size_t>(pool_.page_bytes()));
-    snap.push_back(p);
-  }
-  return snap;
+void SequenceKv::set_capture(int64_t block, std::vector<int> pages) {
+  if (static_cast<int64_t>(capture_.size()) <= block) capture_.resize(static_cast<size_t>(block) + 1);
+  for (int p : capture_[static_cast<size_t>(block)]) pool_.release(p);
+  capture_[static_cast<size_t>(block)] = std::move(pages);
+}
+
+std::vector<int> SequenceKv::take_capture(int64_t block) {
+  if (!capturing(block)) return {};
+  return std::exchange(capture_[static_cast<size_t>(block)], {});
+}
+
+float* SequenceKv::capture_entry(int sliding_layer, int64_t pos, int kv) {
+  const int64_t block = pos / pool_.block_size();
+  if (!capturing(block)) return nullptr;
+  return pool_.slide_entry(capture_[static_cast<size_t>(block)].data(), sliding_layer, pos, kv);
+}
+
+int64_t SequenceKv::pages_held() const {
+  int64_t n = static_cast<int64_t>(blocks_.size() + ring_.size());
+  for (const auto& c : capture_) n += static_cast<int64_t>(c.size());
+  return n;
 }
 
 int64_t SequenceKv::ring_bytes() const {

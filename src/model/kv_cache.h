@@ -5,7 +5,11 @@
 //    prefix cache can hand complete blocks to a new sequence without copying;
 //  - sliding layers only ever look back window-1 positions, so a sequence keeps a ring of exactly
 //    window-1 entries per sliding layer (laid over as few pages as hold them). The positions of the chunk
-//    being computed are read from the chunk itself, and its tail is copied into the ring afterwards.
+//    being computed are read from the chunk itself, and its tail is copied into the ring afterwards;
+//  - a "sliding block" is block_size positions of K and V for every sliding layer, spread over
+//    slide_pages_per_block() pages laid out like a full-layer block. The prefix cache keeps them so a new
+//    sequence can resume at any cached block boundary: a sequence being computed writes its sliding K/V
+//    into capture pages as well as its ring (see docs/prefix-cache.md).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +44,10 @@ class KvPagePool {
   int ring_pages() const { return ring_pages_; }
   // Bytes of KV per position for one full layer, and per ring entry for one sliding layer (K + V).
   int64_t bytes_per_token_per_layer() const { return 2 * static_cast<int64_t>(kv_dim_) * sizeof(float); }
+  // Pages of one sliding block (0 for a model without sliding layers), and the K (kv 0) or V (kv 1) entry
+  // of `pos` for a sliding layer inside such a block given its pages.
+  int slide_pages_per_block() const { return slide_pages_per_block_; }
+  float* slide_entry(const int* pages, int sliding_layer, int64_t pos, int kv);
 
   bool bounded() const { return max_pages_ > 0; }
   int64_t max_pages() const { return max_pages_; }
@@ -63,6 +71,7 @@ class KvPagePool {
   int ring_capacity_;
   int64_t page_floats_;
   int ring_pages_;
+  int slide_pages_per_block_;
   int64_t max_pages_ = 0;
   int64_t in_use_ = 0;
   float* arena_ = nullptr;  // bounded pools: one anonymous mapping of arena_bytes_
@@ -94,13 +103,22 @@ class SequenceKv {
   // Frees every page and forgets all positions.
   void clear();
 
-  // Adopts a cached prefix of num_tokens positions: shares its complete blocks, copies a trailing partial
-  // block, and copies the ring snapshot taken at exactly that position. The sequence must be empty.
-  // False (sequence left empty) if the pool cannot supply the pages.
-  bool adopt_prefix(const std::vector<int>& blocks, const std::vector<int>& ring_snapshot,
-                    int64_t num_tokens);
-  // Copies the current rings into fresh pages (a snapshot at num_tokens()); empty if the pool is full.
-  std::vector<int> snapshot_ring();
+  // Adopts a cached prefix of blocks.size() complete blocks: shares the blocks (one reference each) and
+  // fills the rings from the sliding blocks covering the last window-1 positions before it
+  // (slide[b] is the pages of block b's sliding block; only those blocks are read). The sequence must
+  // be empty. False (sequence left empty) if the pool cannot supply the ring pages.
+  bool adopt_prefix(const std::vector<int>& blocks, const std::vector<const int*>& slide);
+
+  // Capture: while block `block` is computed, its sliding-layer K/V are also written to `pages` (a
+  // sliding block, owned by the sequence until taken). take_capture hands them over (empty if none).
+  void set_capture(int64_t block, std::vector<int> pages);
+  bool capturing(int64_t block) const {
+    return block < static_cast<int64_t>(capture_.size()) && !capture_[static_cast<size_t>(block)].empty();
+  }
+  std::vector<int> take_capture(int64_t block);
+  // The capture entry of `pos` for a sliding layer, or nullptr when its block is not being captured.
+  float* capture_keys(int sliding_layer, int64_t pos) { return capture_entry(sliding_layer, pos, 0); }
+  float* capture_values(int sliding_layer, int64_t pos) { return capture_entry(sliding_layer, pos, 1); }
 
   int ring_capacity() const { return pool_.ring_capacity(); }
   float* full_keys(int full_layer, int64_t pos) { return full_entry(full_layer, pos, 0); }
@@ -110,7 +128,7 @@ class SequenceKv {
 
   const std::vector<int>& blocks() const { return blocks_; }
   const std::vector<int>& ring() const { return ring_; }
-  int64_t pages_held() const { return static_cast<int64_t>(blocks_.size() + ring_.size()); }
+  int64_t pages_held() const;
   // Bytes the sliding rings hold: exactly window-1 entries per sliding layer (the last page may have room
   // to spare, which ring_bytes_reserved counts).
   int64_t ring_bytes() const;
@@ -119,12 +137,14 @@ class SequenceKv {
  private:
   float* full_entry(int full_layer, int64_t pos, int kv);
   float* ring_entry(int sliding_layer, int64_t pos, int kv);
+  float* capture_entry(int sliding_layer, int64_t pos, int kv);
   bool ensure_ring();
 
   KvPagePool& pool_;
   int64_t num_tokens_ = 0;
   std::vector<int> blocks_;
   std::vector<int> ring_;
+  std::vector<std::vector<int>> capture_;  // by block index; empty: not captured
 };
 
 }  // namespace spark

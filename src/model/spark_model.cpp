@@ -226,12 +226,20 @@ void SparkModel::store_kv(const Layer& layer, std::span<const SequenceChunk> chu
   for (size_t c = 0; c < chunks.size(); ++c) {
     const SequenceChunk& ch = chunks[c];
     const int64_t start = ch.kv->num_tokens();
-    int64_t first = 0;
-    if (layer.type == LayerType::kSliding)
-      first = std::max<int64_t>(0, ch.num_tokens - ch.kv->ring_capacity());
-    for (int64_t i = first; i < ch.num_tokens; ++i) {
+    const bool sliding = layer.type == LayerType::kSliding;
+    // The ring takes only the chunk's last window-1 positions; a prefix-cache capture takes them all.
+    const int64_t ring_first = sliding ? std::max<int64_t>(0, ch.num_tokens - ch.kv->ring_capacity()) : 0;
+    for (int64_t i = 0; i < ch.num_tokens; ++i) {
       const float* row = qkv_.data() + (chunk_begin_[c] + i) * qkv_dim;
       const int64_t pos = start + i;
+      if (sliding) {
+        if (float* ck = ch.kv->capture_keys(layer.type_index, pos)) {
+          std::copy(row + q_dim, row + q_dim + kv_dim, ck);
+          std::copy(row + q_dim + kv_dim, row + q_dim + 2 * kv_dim,
+                    ch.kv->capture_values(layer.type_index, pos));
+        }
+        if (i < ring_first) continue;
+      }
       float* k = layer.type == LayerType::kFull ? ch.kv->full_keys(layer.type_index, pos)
                                                 : ch.kv->ring_keys(layer.type_index, pos);
       float* v = layer.type == LayerType::kFull ? ch.kv->full_values(layer.type_index, pos)

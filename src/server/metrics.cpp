@@ -86,10 +86,27 @@ std::string ServerMetrics::render(const EngineStats& e, const std::string& model
   metric(out, "spark_prefix_cache_hits_total", "counter", "Prefix cache lookups that hit.", e.prefix_cache_hits);
   metric(out, "spark_prefix_cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.",
          e.prefix_cache_hit_tokens);
-  metric(out, "spark_prefix_cache_hit_rate", "gauge", "Fraction of prompt tokens served from the prefix cache.",
-         e.prompt_tokens > 0 ? static_cast<double>(e.prefix_cache_hit_tokens) / static_cast<double>(e.prompt_tokens) : 0.0);
-  metric(out, "spark_prefix_cache_entries", "gauge", "Cached prefixes.", static_cast<double>(e.prefix_cache_entries));
-  metric(out, "spark_prefix_cache_pages", "gauge", "KV cache pages the prefix cache holds.",
+  metric(out, "spark_prefix_cache_queried_tokens_total", "counter",
+         "Prompt tokens looked up in the prefix cache.", e.prefix_cache_queried_tokens);
+  metric(out, "spark_prefix_cache_hit_rate", "gauge",
+         "Prompt tokens served from the prefix cache / tokens looked up.",
+         e.prefix_cache_queried_tokens > 0 ? static_cast<double>(e.prefix_cache_hit_tokens) /
+                                                 static_cast<double>(e.prefix_cache_queried_tokens)
+                                           : 0.0);
+  metric(out, "spark_prefix_cache_entries", "gauge", "Cached KV blocks.",
+         static_cast<double>(e.prefix_cache_entries));
+  metric(out, "spark_prefix_cache_sliding_entries", "gauge",
+         "Cached KV blocks that also hold their sliding layers.",
+         static_cast<double>(e.prefix_cache_sliding_entries));
+  metric(out, "spark_prefix_cache_bytes", "gauge",
+         "KV cache bytes held only by the prefix cache (evictable).",
+         static_cast<double>(e.prefix_cache_bytes));
+  metric(out, "spark_prefix_cache_evictions_total", "counter", "Cached blocks evicted.",
+         e.prefix_cache_evicted_blocks);
+  metric(out, "spark_prefix_cache_sliding_evictions_total", "counter",
+         "Sliding blocks dropped from cached blocks no resume point needed.",
+         e.prefix_cache_evicted_sliding_blocks);
+  metric(out, "spark_prefix_cache_pages", "gauge", "KV cache pages only the prefix cache holds.",
          static_cast<double>(e.prefix_cache_pages));
   metric(out, "spark_preemptions_total", "counter", "Sequences preempted for lack of KV cache.", e.preemptions);
   metric(out, "spark_engine_steps_total", "counter", "Engine steps run.", e.steps);

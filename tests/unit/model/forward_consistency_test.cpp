@@ -117,6 +117,61 @@ TEST_F(ForwardConsistency, SlidingMemoryStaysAtTheRingAfterFiveWindows) {
   EXPECT_EQ(blocks, (n + 15) / 16);  // only full layers grow with the sequence
 }
 
+// The prefix cache's resume: a second sequence that shares a block-aligned prefix takes the first one's
+// full-layer blocks and fills its rings from the sliding blocks captured while the first was computed.
+// Its logits for what follows must be those of the first sequence, bit for bit, whether the prefix is
+// shorter than the sliding window, as long, or many windows long, and however the prefix was chunked.
+TEST_F(ForwardConsistency, ResumingFromCapturedBlocksGivesIdenticalLogits) {
+  SparkModel model(*checkpoint_, 1024);
+  const ModelConfig& cfg = model.config();
+  const int window = cfg.sliding_window;
+  KvPagePool pool(cfg, 16, 0);
+  for (int prefix : {window / 2, window, 3 * window, 10 * window}) {
+    for (int64_t chunk : {int64_t{7}, int64_t{64}, int64_t{prefix}}) {
+      SCOPED_TRACE("prefix " + std::to_string(prefix) + ", chunk " + std::to_string(chunk));
+      const auto tokens = random_tokens(static_cast<size_t>(prefix) + 20, static_cast<uint32_t>(prefix));
+      const int64_t blocks = prefix / 16;
+      std::vector<float> want, got;
+      std::vector<std::vector<int>> captured(static_cast<size_t>(blocks));
+      {
+        SequenceKv a(pool);
+        for (int64_t b = 0; b < blocks; ++b) {
+          std::vector<int> pages;
+          for (int i = 0; i < pool.slide_pages_per_block(); ++i) pages.push_back(pool.allocate());
+          a.set_capture(b, pages);
+        }
+        for (int64_t i = 0; i < prefix; i += chunk) {
+          const int64_t n = std::min<int64_t>(chunk, prefix - i);
+          ASSERT_TRUE(a.reserve(i + n));
+          SequenceChunk c{&a, tokens.data() + i, n, LogitsMode::kNone};
+          model.forward(std::span<const SequenceChunk>(&c, 1), want, pool_);
+        }
+        for (int64_t b = 0; b < blocks; ++b) captured[static_cast<size_t>(b)] = a.take_capture(b);
+        SequenceKv resumed(pool);
+        std::vector<const int*> slide;
+        for (const auto& pages : captured) slide.push_back(pages.data());
+        ASSERT_TRUE(resumed.adopt_prefix(a.blocks(), slide));
+        ASSERT_TRUE(a.reserve(prefix + 20));
+        ASSERT_TRUE(resumed.reserve(prefix + 20));
+        SequenceChunk first{&a, tokens.data() + prefix, 20, LogitsMode::kAll};
+        model.forward(std::span<const SequenceChunk>(&first, 1), want, pool_);
+        SequenceChunk second{&resumed, tokens.data() + prefix, 20, LogitsMode::kAll};
+        model.forward(std::span<const SequenceChunk>(&second, 1), got, pool_);
+      }
+      // And against a sequence computed from scratch with no reuse at all (chunking tolerance).
+      const auto scratch = run(tokens, 1000);
+      expect_close(
+          got, std::vector<float>(scratch.end() - static_cast<std::ptrdiff_t>(got.size()), scratch.end()));
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin())) << "reuse changed the logits";
+      for (auto& pages : captured) {
+        for (int p : pages) pool.release(p);
+      }
+      EXPECT_EQ(pool.pages_in_use(), 0);
+    }
+  }
+}
+
 TEST_F(ForwardConsistency, RejectsPositionsPastMaxModelLenAndBadTokenIds) {
   SparkModel model(*checkpoint_, 8);
   const ModelConfig& cfg = model.config();

@@ -122,28 +122,55 @@ TEST(SequenceKv, SlidingRingHoldsExactlyWindowMinusOneEntries) {
   EXPECT_NE(kv.ring_keys(1, 3), kv.ring_values(0, 3));
 }
 
-TEST(SequenceKv, AdoptedPrefixSharesCompleteBlocksAndCopiesTheRest) {
-  ModelConfig cfg = tiny_config();
+TEST(SequenceKv, AdoptedPrefixSharesBlocksAndFillsTheRingFromCapturedSlidingBlocks) {
+  ModelConfig cfg = tiny_config();  // window 32: the ring holds 31 entries, spread over blocks 1 and 2
   KvPagePool pool(cfg, 16, 0);
+  EXPECT_EQ(pool.slide_pages_per_block(), 3);  // 6 sliding layers, 2 per page
   SequenceKv a(pool);
-  ASSERT_TRUE(a.reserve(40));
-  a.advance(40);
-  *a.full_keys(0, 5) = 1.5f;
+  ASSERT_TRUE(a.reserve(48));
+  std::vector<std::vector<int>> captured(3);
+  for (int b = 0; b < 3; ++b) {
+    std::vector<int> pages;
+    for (int i = 0; i < pool.slide_pages_per_block(); ++i) pages.push_back(pool.allocate());
+    a.set_capture(b, pages);
+    captured[static_cast<size_t>(b)] = pages;
+  }
+  EXPECT_EQ(a.capture_keys(0, 48), nullptr);  // block 3 is not captured
+  for (int64_t pos = 0; pos < 48; ++pos) {
+    for (int l = 0; l < cfg.num_sliding_layers(); ++l) {
+      *a.capture_keys(l, pos) = static_cast<float>(1000 * l + pos);
+      *a.capture_values(l, pos) = static_cast<float>(-1000 * l - pos);
+    }
+  }
   *a.full_keys(1, 37) = 2.5f;
-  *a.ring_values(2, 39) = 3.5f;
-  std::vector<int> snap = a.snapshot_ring();
-  ASSERT_EQ(snap.size(), a.ring().size());
+  a.advance(48);
+  std::vector<const int*> slide;
+  for (int b = 0; b < 3; ++b) {
+    EXPECT_EQ(a.take_capture(b), captured[static_cast<size_t>(b)]);  // the caller owns them now
+    slide.push_back(captured[static_cast<size_t>(b)].data());
+  }
+  EXPECT_FALSE(a.capturing(0));
   SequenceKv b(pool);
-  ASSERT_TRUE(b.adopt_prefix(a.blocks(), snap, 40));
-  EXPECT_EQ(b.num_tokens(), 40);
-  EXPECT_EQ(b.blocks()[0], a.blocks()[0]);  // complete blocks shared
-  EXPECT_EQ(b.blocks()[1], a.blocks()[1]);
-  EXPECT_NE(b.blocks()[2], a.blocks()[2]);  // the partial block is a copy
-  EXPECT_EQ(pool.refcount(a.blocks()[0]), 2);
-  EXPECT_EQ(*b.full_keys(0, 5), 1.5f);
+  ASSERT_TRUE(b.adopt_prefix(a.blocks(), slide));
+  EXPECT_EQ(b.num_tokens(), 48);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(b.blocks()[static_cast<size_t>(i)], a.blocks()[static_cast<size_t>(i)]);  // shared, not copied
+    EXPECT_EQ(pool.refcount(a.blocks()[static_cast<size_t>(i)]), 2);
+  }
   EXPECT_EQ(*b.full_keys(1, 37), 2.5f);
-  EXPECT_EQ(*b.ring_values(2, 39), 3.5f);
-  for (int p : snap) pool.release(p);
+  // The ring holds positions 17..47, the last window-1 before position 48, for every sliding layer.
+  for (int64_t pos = 48 - (cfg.sliding_window - 1); pos < 48; ++pos) {
+    for (int l = 0; l < cfg.num_sliding_layers(); ++l) {
+      EXPECT_EQ(*b.ring_keys(l, pos), static_cast<float>(1000 * l + pos));
+      EXPECT_EQ(*b.ring_values(l, pos), static_cast<float>(-1000 * l - pos));
+    }
+  }
+  a.clear();
+  b.clear();
+  for (auto& pages : captured) {
+    for (int p : pages) pool.release(p);
+  }
+  EXPECT_EQ(pool.pages_in_use(), 0);
 }
 
 }  // namespace spark
