@@ -34,13 +34,7 @@ int64_t unix_now() {
 
 std::string dump(const ordered_json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
-ordered_json parse_body(const httplib::Request& req) {
-  try {
-    return ordered_json::parse(req.body);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ApiError::bad_request(std::string("the request body is not valid JSON: ") + e.what());
-  }
-}
+ordered_json parse_body(const httplib::Request& req) { return parse_request_body(req.body); }
 
 void check_model(const ServerContext& ctx, const std::string& model) {
   if (!model.empty() && model != ctx.served_model_name) {

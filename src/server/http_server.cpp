@@ -43,28 +43,19 @@ httplib::Server::Handler guarded(ServerContext& ctx, bool needs_model,
 }
 
 ordered_json parse_json_body(const httplib::Request& req) {
-  try {
-    ordered_json j = ordered_json::parse(req.body);
-    if (!j.is_object()) throw ApiError::bad_request("the request body must be a JSON object");
-    return j;
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ApiError::bad_request(std::string("the request body is not valid JSON: ") + e.what());
-  }
+  ordered_json j = parse_request_body(req.body);
+  if (!j.is_object()) throw ApiError::bad_request("the request body must be a JSON object");
+  return j;
 }
 
 void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  ordered_json body = parse_json_body(req);
+  const TokenizeRequest r = parse_tokenize_request(parse_json_body(req));
   std::vector<int32_t> ids;
-  if (body.contains("prompt")) {
-    if (!body["prompt"].is_string()) throw ApiError::bad_request("'prompt' must be a string", "prompt");
-    const std::string text = body["prompt"].get<std::string>();
-    ids = ctx.tokenizer->encode(text);
-  } else if (body.contains("messages")) {
-    ordered_json chat = body;
-    ChatRequest r = parse_chat_request(chat);
-    ids = ctx.prompts->build(r.messages, r.tools, body.value("add_generation_prompt", true), r.chat_template_kwargs).ids;
+  if (r.prompt) {
+    ids = ctx.tokenizer->encode(*r.prompt);
   } else {
-    throw ApiError::bad_request("give 'prompt' or 'messages'");
+    const ChatRequest& chat = r.chat;
+    ids = ctx.prompts->build(chat.messages, chat.tools, chat.add_generation_prompt, chat.chat_template_kwargs).ids;
   }
   send_json(res, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.model->max_model_len()}});
 }

@@ -45,8 +45,19 @@ struct CompletionRequest : CommonRequest {
   int logprobs = -1;  // legacy completions: an integer count, or absent
 };
 
+// /tokenize: {"prompt": text} or a chat request's {"messages", "tools", ...}.
+struct TokenizeRequest {
+  std::optional<std::string> prompt;
+  ChatRequest chat;  // when `prompt` is not given
+};
+
+// The JSON text of a request body; anything nlohmann rejects (syntax, a number too large for a double) is
+// an ApiError 400, never a 500.
+ordered_json parse_request_body(const std::string& text);
+
 ChatRequest parse_chat_request(const ordered_json& body);
 CompletionRequest parse_completion_request(const ordered_json& body);
+TokenizeRequest parse_tokenize_request(const ordered_json& body);
 
 // True when every byte sequence of s is valid UTF-8.
 bool is_valid_utf8(const std::string& s);
