@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential g++ cmake ninja-build pkg-config git clang-format
+  clang libclang-rt-14-dev llvm  # the sanitizer build: clang, its ASan/UBSan/libFuzzer runtimes, llvm-symbolizer
   libdnnl-dev ocl-icd-opencl-dev
   libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev

@@ -67,7 +67,8 @@ CpuFeatures probe() {
   }
 
   char brand[49] = {};
-  if (__get_cpuid_max(0x80000000, nullptr) >= 0x80000004) {
+  // GCC declares __get_cpuid_max unsigned, clang int: compare as the unsigned leaf number it is.
+  if (static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr)) >= 0x80000004u) {
     for (unsigned i = 0; i < 3; ++i) {
       __cpuid(0x80000002 + i, a, b, c, d);
       std::memcpy(brand + 16 * i, &a, 4);

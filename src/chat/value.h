@@ -49,7 +49,7 @@ class DictData {
   const Value* find(std::string_view key) const;
   void set(std::string key, Value value);
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
-  size_t size() const { return entries_.size(); }
+  size_t size() const;  // defined below Value: vector<pair<..., Value>>::size needs the complete type
 
  private:
   std::vector<std::pair<std::string, Value>> entries_;
@@ -163,6 +163,10 @@ class Value {
   explicit Value(Storage s) : storage_(std::move(s)) {}
   Storage storage_;
 };
+
+inline size_t DictData::size() const {
+  return entries_.size();
+}
 
 // Positional and keyword arguments of a call, filter or test, already evaluated.
 struct CallValues {

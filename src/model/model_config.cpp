@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <climits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -28,20 +29,28 @@ class ConfigReader {
     return it == j_.end() ? nullptr : &*it;
   }
 
-  int64_t integer(const std::string& key, int64_t min_value) const {
+  // Values above max_value (by default what an int holds: the sizes are ints in ModelConfig) are errors,
+  // never truncated; an unsigned value above INT64_MAX is too.
+  int64_t integer(const std::string& key, int64_t min_value, int64_t max_value = INT_MAX) const {
     const json* v = find(key);
     if (v == nullptr) fail(key, "missing");
-    if (!v->is_number_integer()) fail(key, "must be an integer");
-    int64_t x = v->get<int64_t>();
-    if (x < min_value) fail(key, "must be >= " + std::to_string(min_value) + ", got " + std::to_string(x));
-    return x;
+    return checked(key, *v, min_value, max_value);
   }
 
   int64_t integer_or(const std::string& key, int64_t fallback) const {
     const json* v = find(key);
     if (v == nullptr || v->is_null()) return fallback;
-    if (!v->is_number_integer()) fail(key, "must be an integer");
-    return v->get<int64_t>();
+    return checked(key, *v, INT_MIN, INT_MAX);
+  }
+
+  int64_t checked(const std::string& key, const json& v, int64_t min_value, int64_t max_value) const {
+    if (!v.is_number_integer()) fail(key, "must be an integer");
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      fail(key, "is too large");
+    const int64_t x = v.get<int64_t>();
+    if (x < min_value) fail(key, "must be >= " + std::to_string(min_value) + ", got " + std::to_string(x));
+    if (x > max_value) fail(key, "must be <= " + std::to_string(max_value) + ", got " + std::to_string(x));
+    return x;
   }
 
   double number_or(const std::string& key, double fallback) const {
@@ -170,7 +179,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   json j;
   try {
     j = parse_json_bounded(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw Error(source + ": not valid JSON: " + e.what());
   }
   if (!j.is_object()) throw Error(source + ": top level must be a JSON object");
@@ -195,13 +204,18 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.head_dim = static_cast<int>(r.integer("head_dim", 2));
   c.vocab_size = static_cast<int>(r.integer("vocab_size", 16));
   c.sliding_window = static_cast<int>(r.integer("sliding_window", 2));
-  c.max_position_embeddings = r.integer("max_position_embeddings", 1);
+  c.max_position_embeddings = r.integer("max_position_embeddings", 1, INT64_MAX);
   c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
   if (!(c.rms_norm_eps > 0)) r.fail("rms_norm_eps", "must be positive");
   if (c.num_heads % c.num_kv_heads != 0) {
     r.fail("num_attention_heads", "must be a multiple of num_key_value_heads");
   }
   if (c.head_dim % 2 != 0) r.fail("head_dim", "must be even");
+  // q_dim() + 2 * kv_dim() is computed in int.
+  if (c.head_dim > INT_MAX / (static_cast<int64_t>(c.num_heads) + 2 * static_cast<int64_t>(c.num_kv_heads))) {
+    r.fail("head_dim",
+           "num_attention_heads + 2 * num_key_value_heads heads of head_dim do not fit in an int");
+  }
 
   if (r.boolean_or("attention_bias", false)) r.fail("attention_bias", "true is not supported");
   if (r.boolean_or("mlp_bias", false)) r.fail("mlp_bias", "true is not supported");
@@ -256,19 +270,20 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.dtype = r.string_or("dtype", r.string_or("torch_dtype", "bfloat16"));
   if (const json* q = r.find("quantization_config"); q != nullptr && !q->is_null()) {
     if (!q->is_object()) r.fail("quantization_config", "must be an object");
-    const std::string method = q->value("quant_method", "");
+    const ConfigReader qr(*q, source + ": quantization_config");
+    const std::string method = qr.string_or("quant_method", "");
     if (method != "spark") {
       r.fail("quantization_config",
              "quant_method '" + method + "' is not supported (only spark-quantize output)");
     }
-    c.quant_format = q->value("format", "");
+    c.quant_format = qr.string_or("format", "");
     if (c.quant_format != "int8" && c.quant_format != "w4a8" && c.quant_format != "w4a16") {
       r.fail("quantization_config", "format '" + c.quant_format + "' is not one of int8, w4a8, w4a16");
     }
     if (!q->contains("layout_version") || !(*q)["layout_version"].is_number_integer()) {
       r.fail("quantization_config", "layout_version missing");
     }
-    c.quant_layout_version = (*q)["layout_version"].get<int>();
+    c.quant_layout_version = static_cast<int>(qr.integer("layout_version", INT_MIN));
   }
   return c;
 }

@@ -33,7 +33,10 @@ std::vector<WeightFidelity> weight_fidelity(const SparkModel& model, ThreadPool&
     throw Error(ck.dir().string() + ": pre-quantized; weight SNR needs the float checkpoint it came from");
   }
   std::vector<WeightFidelity> out;
-  for (const auto& [prefix, w] : model.linear_weights()) {
+  for (const auto& entry : model.linear_weights()) {
+    // Named references, not a structured binding: clang before 16 cannot capture bindings in a lambda.
+    const auto& prefix = entry.first;
+    const auto& w = entry.second;
     const kernels::QuantizedWeight source = load_linear(ck, prefix);
     // Per-row sums in double, combined in order: the same figure for any pool size.
     std::vector<double> signal(static_cast<size_t>(w->n)), noise(static_cast<size_t>(w->n));

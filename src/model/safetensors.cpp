@@ -47,7 +47,10 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
   const uint8_t* data_begin = file_.data() + 8 + header_len;
   const uint64_t data_size = file_.size() - 8 - header_len;
   std::vector<std::pair<std::pair<uint64_t, uint64_t>, std::string>> spans;
-  for (auto& [name, entry] : header.items()) {
+  for (auto& item : header.items()) {
+    // Named references, not a structured binding: clang before 16 cannot capture bindings in a lambda.
+    const std::string& name = item.key();
+    const nlohmann::json& entry = item.value();
     if (name == "__metadata__") {
       if (!entry.is_object()) fail("__metadata__ is not an object");
       for (auto& [k, v] : entry.items()) {
@@ -85,7 +88,15 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
       tfail("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
             "] run past the end of the data (" + std::to_string(data_size) + " bytes): truncated file?");
     }
-    uint64_t want = static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(elem);
+    // Counted with overflow checks: a shape whose byte count wraps 64 bits must not match a small span
+    // (and numel() then never overflows for a tensor that opened).
+    uint64_t want = static_cast<uint64_t>(elem);
+    for (int64_t d : t.shape) {
+      if (__builtin_mul_overflow(want, static_cast<uint64_t>(d), &want) ||
+          want > static_cast<uint64_t>(INT64_MAX)) {
+        tfail("shape needs more bytes than a file can hold");
+      }
+    }
     if (end - begin != want) {
       tfail("data_offsets span " + std::to_string(end - begin) + " bytes but shape and dtype need " +
             std::to_string(want));

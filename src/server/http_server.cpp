@@ -56,18 +56,13 @@ httplib::Server::Handler guarded(ServerContext& ctx, bool needs_model,
 }
 
 void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  ordered_json body = parse_request_body(req.body);
+  const TokenizeRequest r = parse_tokenize_request(parse_request_body(req.body), ctx.options.limits);
   std::vector<int32_t> ids;
-  if (body.contains("prompt")) {
-    if (!body["prompt"].is_string()) throw ApiError::bad_request("'prompt' must be a string", "prompt");
-    const std::string text = body["prompt"].get<std::string>();
-    ids = ctx.tokenizer->encode(text);
-  } else if (body.contains("messages")) {
-    ordered_json chat = body;
-    ChatRequest r = parse_chat_request(chat, ctx.options.limits);
-    ids = ctx.prompts->build(r.messages, r.tools, r.add_generation_prompt, r.chat_template_kwargs).ids;
+  if (r.prompt) {
+    ids = ctx.tokenizer->encode(*r.prompt);
   } else {
-    throw ApiError::bad_request("give 'prompt' or 'messages'");
+    const ChatRequest& chat = r.chat;
+    ids = ctx.prompts->build(chat.messages, chat.tools, chat.add_generation_prompt, chat.chat_template_kwargs).ids;
   }
   send_json(res, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.model->max_model_len()}});
 }

@@ -180,7 +180,8 @@ void validate_content(const ordered_json& content, const std::string& param) {
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
       bad(param, "content parts must be objects with a type");
     }
-    if (part["type"] != "text") bad(param, "content part type '" + part["type"].get<std::string>() + "' is not supported");
+    if (part["type"] != "text")
+      bad(param, "content part type '" + part["type"].get<std::string>() + "' is not supported");
     if (!part.contains("text") || !part["text"].is_string()) bad(param, "text parts need a string 'text'");
     check_text(part["text"].get<std::string>(), param);
   }
@@ -201,7 +202,8 @@ ordered_json normalise_messages(const ordered_json& messages) {
     }
     if (role == "developer") m["role"] = "system";  // OpenAI's newer name for the system role
     if (m.contains("content")) validate_content(m["content"], p + ".content");
-    if (role != "assistant" && (!m.contains("content") || m["content"].is_null())) bad(p + ".content", "is required");
+    if (role != "assistant" && (!m.contains("content") || m["content"].is_null()))
+      bad(p + ".content", "is required");
     if (m.contains("reasoning") && !m.contains("reasoning_content")) m["reasoning_content"] = m["reasoning"];
     if (m.contains("reasoning_content") && !m["reasoning_content"].is_null()) {
       if (!m["reasoning_content"].is_string()) bad(p + ".reasoning_content", "must be a string");
@@ -224,7 +226,8 @@ ordered_json normalise_messages(const ordered_json& messages) {
           } catch (const nlohmann::json::exception&) {
             bad(p + ".tool_calls", "function.arguments is not valid JSON");
           }
-          if (!fn["arguments"].is_object()) bad(p + ".tool_calls", "function.arguments must be a JSON object");
+          if (!fn["arguments"].is_object())
+            bad(p + ".tool_calls", "function.arguments must be a JSON object");
         } else if (!fn["arguments"].is_object()) {
           bad(p + ".tool_calls", "function.arguments must be a JSON object or its string");
         }
@@ -282,7 +285,7 @@ ordered_json parse_request_body(const std::string& body) {
   ordered_json j;
   try {
     j = parse_json_bounded<ordered_json>(body);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
     throw ApiError::bad_request(std::string("the request body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw ApiError::bad_request("the request body must be a JSON object");
@@ -310,8 +313,10 @@ ChatRequest parse_chat_request(const ordered_json& body, const RequestLimits& li
     for (size_t i = 0; i < tools->size(); ++i) {
       const auto& t = (*tools)[i];
       const std::string p = "tools[" + std::to_string(i) + "]";
-      if (!t.is_object() || t.value("type", "function") != "function" || !t.contains("function") ||
-          !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string()) {
+      // `type` is compared as JSON, never read with value<string>(): a non-string type is a 400, not a throw.
+      if (!t.is_object() || (t.contains("type") && t["type"] != "function") || !t.contains("function") ||
+          !t["function"].is_object() || !t["function"].contains("name") ||
+          !t["function"]["name"].is_string()) {
         bad(p, "must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
       }
       if (t["function"].contains("parameters") && !t["function"]["parameters"].is_object()) {
@@ -338,17 +343,20 @@ ChatRequest parse_chat_request(const ordered_json& body, const RequestLimits& li
       } else if (v == "required") {
         r.tool_choice = ToolChoiceMode::kRequired;
       } else {
-        bad("tool_choice", "must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        bad("tool_choice",
+            "must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
       }
-    } else if (tc->is_object() && tc->value("type", "") == "function" && tc->contains("function") &&
-               (*tc)["function"].is_object() && (*tc)["function"].contains("name") &&
-               (*tc)["function"]["name"].is_string()) {
+    } else if (tc->is_object() && tc->contains("type") && (*tc)["type"] == "function" &&
+               tc->contains("function") && (*tc)["function"].is_object() &&
+               (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string()) {
       r.tool_choice = ToolChoiceMode::kNamed;
       r.tool_choice_name = (*tc)["function"]["name"].get<std::string>();
     } else {
-      bad("tool_choice", "must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      bad("tool_choice",
+          "must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
     }
-    if ((r.tool_choice == ToolChoiceMode::kRequired || r.tool_choice == ToolChoiceMode::kNamed) && r.tools.is_null()) {
+    if ((r.tool_choice == ToolChoiceMode::kRequired || r.tool_choice == ToolChoiceMode::kNamed) &&
+        r.tools.is_null()) {
       bad("tool_choice", "needs tools");
     }
     if (r.tool_choice == ToolChoiceMode::kNamed) {
@@ -397,6 +405,21 @@ CompletionRequest parse_completion_request(const ordered_json& body, const Reque
   }
   check_response_format(body);
   r.sampling.logprobs = r.logprobs;
+  return r;
+}
+
+TokenizeRequest parse_tokenize_request(const ordered_json& body, const RequestLimits& limits) {
+  if (!body.is_object()) throw ApiError::bad_request("the request body must be a JSON object");
+  TokenizeRequest r;
+  if (body.contains("prompt")) {
+    if (!body["prompt"].is_string()) bad("prompt", "must be a string");
+    r.prompt = body["prompt"].get<std::string>();
+    check_text(*r.prompt, "prompt");
+  } else if (body.contains("messages")) {
+    r.chat = parse_chat_request(body, limits);
+  } else {
+    throw ApiError::bad_request("give 'prompt' or 'messages'");
+  }
   return r;
 }
 

@@ -70,6 +70,13 @@ ChatRequest parse_chat_request(const ordered_json& body, const RequestLimits& li
 CompletionRequest parse_completion_request(const ordered_json& body, const RequestLimits& limits = {},
                                            const GenerationConfig& defaults = {});
 
+// /tokenize: {"prompt": text} or a chat request's {"messages", "tools", ...}.
+struct TokenizeRequest {
+  std::optional<std::string> prompt;
+  ChatRequest chat;  // when `prompt` is not given
+};
+TokenizeRequest parse_tokenize_request(const ordered_json& body, const RequestLimits& limits = {});
+
 // True when every byte sequence of s is valid UTF-8.
 bool is_valid_utf8(const std::string& s);
 

@@ -119,7 +119,9 @@ std::unique_ptr<Tokenizer::Impl> build(std::string origin, PreTokenizer pre, con
   std::vector<std::array<int32_t, 3>> merges;
   merges.reserve(model.merges.size());
   for (size_t rank = 0; rank < model.merges.size(); ++rank) {
-    const auto& [a, b] = model.merges[rank];
+    // Named references, not a structured binding: clang before 16 cannot capture bindings in a lambda.
+    const std::string& a = model.merges[rank].first;
+    const std::string& b = model.merges[rank].second;
     auto lookup = [&](const std::string& t) {
       auto it = impl->text_to_id.find(t);
       if (it == impl->text_to_id.end()) {

@@ -111,4 +111,18 @@ TEST(ModelConfig, AcceptsOrdinaryExportForms) {
   EXPECT_EQ(torch.dtype, "float32");
 }
 
+// Found by the model_config fuzz harness (tests/fuzz): sizes were cast to int unchecked (4294967296 kv heads
+// became 0 and num_heads % num_kv_heads divided by zero), a number overflowing a double threw
+// nlohmann's out_of_range, and a non-string quant_method threw its type_error, instead of a spark::Error.
+TEST(ModelConfig, RejectsValuesOutsideTheirTypes) {
+  const std::string base = builtin_config("tiny");
+  expect_error(with(base, [](auto& j) { j["num_key_value_heads"] = 4294967296LL; }), "num_key_value_heads");
+  expect_error(with(base, [](auto& j) { j["hidden_size"] = 4294967297LL; }), "hidden_size");
+  expect_error(with(base, [](auto& j) { j["vocab_size"] = 18446744073709551615ULL; }), "vocab_size");
+  expect_error(with(base, [](auto& j) { j["head_dim"] = 1 << 30; }), "head_dim");
+  expect_error(with(base, [](auto& j) { j["eos_token_id"] = 2147483648LL; }), "eos_token_id");
+  expect_error(with(base, [](auto& j) { j["quantization_config"] = {{"quant_method", 5}}; }), "quant_method");
+  expect_error(R"({"model_type": "spark2_5", "hidden_size": 1e999})", "not valid JSON");
+}
+
 }  // namespace spark
