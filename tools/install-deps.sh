@@ -7,7 +7,7 @@ packages=(
   build-essential g++ cmake ninja-build pkg-config git clang-format
   libdnnl-dev ocl-icd-opencl-dev
   libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libicu-dev
   python3 python3-numpy python3-jinja2
   curl ca-certificates
 )

@@ -5,6 +5,7 @@
 
 #include "model/synthetic_checkpoint.h"
 #include "spark/error.h"
+#include "tokenizer/tokenizer_variants.h"
 #include "util/text_file.h"
 
 int main(int argc, char** argv) {
@@ -24,6 +25,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"bf16", "f16", "f32"}));
   app.add_option("--shards", shards, "Number of safetensors shards")->check(CLI::Range(1, 1000));
   app.add_option("-o,--out", out, "Output folder")->required();
+  std::string tokenizer_variant = "default";
+  app.add_option("--tokenizer-variant", tokenizer_variant, "Form of tokenizer.json (same vocabulary and ids)")
+      ->check(CLI::IsMember(spark::tokenizer_variant_names()));
   CLI11_PARSE(app, argc, argv);
   try {
     const std::string config_text = !config_path.empty()
@@ -31,6 +35,7 @@ int main(int argc, char** argv) {
                                         : spark::builtin_config(preset.empty() ? "tiny" : preset);
     std::string upper = dtype == "bf16" ? "BF16" : dtype == "f16" ? "F16" : "F32";
     spark::write_synthetic_checkpoint({config_text, seed, upper, shards}, out);
+    if (tokenizer_variant != "default") spark::write_tokenizer_variant(out, tokenizer_variant);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -52,17 +52,31 @@ ordered_json parse_json_body(const httplib::Request& req) {
   }
 }
 
+bool add_special_tokens_field(const ordered_json& body, bool fallback) {
+  auto it = body.find("add_special_tokens");
+  if (it == body.end() || it->is_null()) return fallback;
+  if (!it->is_boolean())
+    throw ApiError::bad_request("'add_special_tokens' must be a boolean", "add_special_tokens");
+  return it->get<bool>();
+}
+
 void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   ordered_json body = parse_json_body(req);
   std::vector<int32_t> ids;
   if (body.contains("prompt")) {
     if (!body["prompt"].is_string()) throw ApiError::bad_request("'prompt' must be a string", "prompt");
     const std::string text = body["prompt"].get<std::string>();
-    ids = ctx.tokenizer->encode(text);
+    // As vLLM: a plain prompt gets the tokenizer's special tokens (its post-processor's) unless told not
+    // to; a chat prompt does not (the chat template writes BOS/EOS itself).
+    ids = ctx.tokenizer->encode(text, add_special_tokens_field(body, true));
   } else if (body.contains("messages")) {
     ordered_json chat = body;
+    const bool add_special = add_special_tokens_field(body, false);
+    chat.erase("add_special_tokens");
     ChatRequest r = parse_chat_request(chat);
-    ids = ctx.prompts->build(r.messages, r.tools, body.value("add_generation_prompt", true), r.chat_template_kwargs).ids;
+    ChatPrompt prompt = ctx.prompts->build(r.messages, r.tools, body.value("add_generation_prompt", true),
+                                           r.chat_template_kwargs);
+    ids = add_special ? ctx.tokenizer->encode(prompt.text, true) : std::move(prompt.ids);
   } else {
     throw ApiError::bad_request("give 'prompt' or 'messages'");
   }
