@@ -8,7 +8,7 @@ packages=(
   clang libclang-rt-14-dev llvm  # the sanitizer build: clang, its ASan/UBSan/libFuzzer runtimes, llvm-symbolizer
   libdnnl-dev ocl-icd-opencl-dev
   libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libicu-dev
   python3 python3-numpy python3-jinja2
   curl ca-certificates
 )

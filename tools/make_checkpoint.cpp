@@ -5,6 +5,7 @@
 
 #include "model/synthetic_checkpoint.h"
 #include "spark/error.h"
+#include "tokenizer/tokenizer_variants.h"
 #include "util/text_file.h"
 
 int main(int argc, char** argv) {
@@ -35,6 +36,9 @@ int main(int argc, char** argv) {
                  "Write as the Hugging Face hub cache holds a download of this repo (org/name); --out is "
                  "then the hub cache folder ($HF_HOME/hub)");
   app.add_option("-o,--out", out, "Output folder")->required();
+  std::string tokenizer_variant = "default";
+  app.add_option("--tokenizer-variant", tokenizer_variant, "Form of tokenizer.json (same vocabulary and ids)")
+      ->check(CLI::IsMember(spark::tokenizer_variant_names()));
   CLI11_PARSE(app, argc, argv);
   try {
     const std::string config_text = !config_path.empty()
@@ -44,9 +48,12 @@ int main(int argc, char** argv) {
     spark::SyntheticCheckpointOptions options{config_text, seed, upper, shards, {}};
     for (const auto& f : forms) spark::set_checkpoint_form(options.forms, f);
     if (!repo_id.empty()) {
+      if (tokenizer_variant != "default")
+        throw spark::Error("--tokenizer-variant is not available with --hf-repo-id");
       std::printf("%s\n", spark::write_synthetic_checkpoint_to_hf_cache(options, out, repo_id).c_str());
     } else {
       spark::write_synthetic_checkpoint(options, out);
+      if (tokenizer_variant != "default") spark::write_tokenizer_variant(out, tokenizer_variant);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -27,7 +27,8 @@ constexpr size_t kMaxLoggedBodyBytes = 4096;
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status();
   if (e.status() == 429) res.set_header("Retry-After", "1");
-  res.set_content(e.body().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+  res.set_content(e.body().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  "application/json");
 }
 
 void send_json(httplib::Response& res, const ordered_json& j) {
@@ -55,14 +56,28 @@ httplib::Server::Handler guarded(ServerContext& ctx, bool needs_model,
   };
 }
 
+bool add_special_tokens_field(const ordered_json& body, bool fallback) {
+  auto it = body.find("add_special_tokens");
+  if (it == body.end() || it->is_null()) return fallback;
+  if (!it->is_boolean())
+    throw ApiError::bad_request("'add_special_tokens' must be a boolean", "add_special_tokens");
+  return it->get<bool>();
+}
+
 void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  const TokenizeRequest r = parse_tokenize_request(parse_request_body(req.body), ctx.options.limits);
+  const ordered_json body = parse_request_body(req.body);
+  const TokenizeRequest r = parse_tokenize_request(body, ctx.options.limits);
   std::vector<int32_t> ids;
   if (r.prompt) {
-    ids = ctx.tokenizer->encode(*r.prompt);
+    // As vLLM: a plain prompt gets the tokenizer's special tokens (its post-processor's) unless told not
+    // to; a chat prompt does not (the chat template writes BOS/EOS itself).
+    ids = ctx.tokenizer->encode(*r.prompt, add_special_tokens_field(body, true));
   } else {
     const ChatRequest& chat = r.chat;
-    ids = ctx.prompts->build(chat.messages, chat.tools, chat.add_generation_prompt, chat.chat_template_kwargs).ids;
+    ChatPrompt prompt =
+        ctx.prompts->build(chat.messages, chat.tools, chat.add_generation_prompt, chat.chat_template_kwargs);
+    ids = add_special_tokens_field(body, false) ? ctx.tokenizer->encode(prompt.text, true)
+                                                : std::move(prompt.ids);
   }
   send_json(res, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.model->max_model_len()}});
 }
@@ -89,8 +104,8 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
   const ServerOptions& o = ctx.options;
   // A streaming request holds a worker for its whole life: size the pool for everything the engine admits
   // (running + queued) plus room for health checks and metrics scrapes.
-  const size_t workers = static_cast<size_t>(
-      std::min(512, o.engine.max_num_seqs + o.engine.max_queued_requests + 8));
+  const size_t workers =
+      static_cast<size_t>(std::min(512, o.engine.max_num_seqs + o.engine.max_queued_requests + 8));
   s.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
   s.set_payload_max_length(static_cast<size_t>(o.max_body_bytes));
   s.set_read_timeout(30, 0);
@@ -127,7 +142,8 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
     std::string msg = res.status == 404   ? "no route for " + req.method + " " + req.path
                       : res.status == 413 ? "the request body is too large"
                                           : "bad request";
-    send_error(res, ApiError(res.status, res.status == 404 ? "not_found_error" : "invalid_request_error", msg));
+    send_error(res,
+               ApiError(res.status, res.status == 404 ? "not_found_error" : "invalid_request_error", msg));
   });
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string msg = "internal error";
@@ -180,13 +196,17 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
         }));
   s.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
     EngineStats stats = ctx.ready.load() ? ctx.engine->stats() : EngineStats{};
-    res.set_content(ctx.metrics.render(stats, ctx.served_model_name, ctx.kernel_isa), "text/plain; version=0.0.4");
+    res.set_content(ctx.metrics.render(stats, ctx.served_model_name, ctx.kernel_isa),
+                    "text/plain; version=0.0.4");
   });
-  s.Post("/tokenize", guarded(ctx, true, [&ctx](const auto& req, auto& res) { handle_tokenize(ctx, req, res); }));
-  s.Post("/detokenize", guarded(ctx, true, [&ctx](const auto& req, auto& res) { handle_detokenize(ctx, req, res); }));
+  s.Post("/tokenize",
+         guarded(ctx, true, [&ctx](const auto& req, auto& res) { handle_tokenize(ctx, req, res); }));
+  s.Post("/detokenize",
+         guarded(ctx, true, [&ctx](const auto& req, auto& res) { handle_detokenize(ctx, req, res); }));
   s.Post("/v1/chat/completions",
          guarded(ctx, true, [&ctx](const auto& req, auto& res) { handle_chat_completions(ctx, req, res); }));
-  s.Post("/v1/completions", guarded(ctx, true, [&ctx](const auto& req, auto& res) { handle_completions(ctx, req, res); }));
+  s.Post("/v1/completions",
+         guarded(ctx, true, [&ctx](const auto& req, auto& res) { handle_completions(ctx, req, res); }));
 }
 
 HttpServer::~HttpServer() {

@@ -24,6 +24,7 @@ struct TokenizeOptions {
   bool json = false;
   bool jsonl = false;
   bool pieces = false;
+  bool add_special_tokens = false;
 };
 
 struct DetokenizeOptions {
@@ -95,8 +96,9 @@ std::vector<int32_t> parse_id_list(const std::string& text) {
 
 // What one text turns into: its ids, or with --pieces the pre-tokenizer's pieces written in the
 // byte-level alphabet (as `tokenizers` shows them), as JSON.
-nlohmann::json tokenize_one(const Tokenizer& tok, const std::string& text, bool pieces) {
-  if (!pieces) return tok.encode(text);
+nlohmann::json tokenize_one(const Tokenizer& tok, const std::string& text, bool pieces,
+                            bool add_special_tokens) {
+  if (!pieces) return tok.encode(text, add_special_tokens);
   nlohmann::json out = nlohmann::json::array();
   for (const auto& p : tok.pre_tokenize(text)) out.push_back(byte_level::encode(p));
   return out;
@@ -104,7 +106,7 @@ nlohmann::json tokenize_one(const Tokenizer& tok, const std::string& text, bool 
 
 // --jsonl: every input line is a JSON string (or {"text": string}); every output line the JSON array
 // of its ids (or pieces), in order.
-int run_tokenize_jsonl(const Tokenizer& tok, std::istream& in, bool pieces) {
+int run_tokenize_jsonl(const Tokenizer& tok, std::istream& in, bool pieces, bool add_special_tokens) {
   std::string line;
   for (size_t n = 1; std::getline(in, line); ++n) {
     if (line.empty()) continue;
@@ -117,7 +119,8 @@ int run_tokenize_jsonl(const Tokenizer& tok, std::istream& in, bool pieces) {
     if (j.is_object() && j.contains("text")) j = j["text"];
     if (!j.is_string())
       throw Error("input line " + std::to_string(n) + ": expected a JSON string or {\"text\": ...}");
-    write_line(tokenize_one(tok, j.get_ref<const std::string&>(), pieces).dump(-1, ' ', true));
+    write_line(
+        tokenize_one(tok, j.get_ref<const std::string&>(), pieces, add_special_tokens).dump(-1, ' ', true));
   }
   return 0;
 }
@@ -127,15 +130,15 @@ int run_tokenize(const TokenizeOptions& o) {
   std::ifstream file;
   if (o.jsonl) {
     if (o.text_given) throw Error("--jsonl reads --file or stdin, not --text");
-    return run_tokenize_jsonl(tok, input_stream(o.file, file), o.pieces);
+    return run_tokenize_jsonl(tok, input_stream(o.file, file), o.pieces, o.add_special_tokens);
   }
   if (o.text_given && !o.file.empty()) throw Error("give --text or --file, not both");
   const std::string text = o.text_given ? o.text : read_all(input_stream(o.file, file));
   if (o.pieces) {
-    write_line(tokenize_one(tok, text, true).dump(-1, ' ', true));
+    write_line(tokenize_one(tok, text, true, false).dump(-1, ' ', true));
     return 0;
   }
-  const std::vector<int32_t> ids = tok.encode(text);
+  const std::vector<int32_t> ids = tok.encode(text, o.add_special_tokens);
   if (o.json) {
     write_line(nlohmann::json{{"ids", ids}, {"count", ids.size()}}.dump());
   } else {
@@ -180,7 +183,8 @@ int run_detokenize(const DetokenizeOptions& o) {
 
 void add_tokenize_commands(CLI::App& app, int& exit_code) {
   auto t = std::make_shared<TokenizeOptions>();
-  CLI::App* tokenize = app.add_subcommand("tokenize", "Print the token ids of a text (no BOS/EOS is added)");
+  CLI::App* tokenize = app.add_subcommand(
+      "tokenize", "Print the token ids of a text (no BOS/EOS is added unless --add-special-tokens)");
   tokenize->add_option("--model", t->model_dir,
                        "Checkpoint folder (default: the built-in random-weight demo)");
   tokenize->add_option("--text", t->text, "Text to tokenize (default: --file, else stdin)");
@@ -193,6 +197,8 @@ void add_tokenize_commands(CLI::App& app, int& exit_code) {
   tokenize->add_flag(
       "--pieces", t->pieces,
       "Print the pre-tokenizer's pieces (byte-level text, no added tokens cut out) instead of ids");
+  tokenize->add_flag("--add-special-tokens", t->add_special_tokens,
+                     "Put the tokenizer's special tokens (its post-processor's, e.g. a BOS) around the ids");
   tokenize->callback([t, tokenize, &exit_code] {
     t->text_given = tokenize->count("--text") > 0;
     exit_code = run_tokenize(*t);

@@ -1,18 +1,11 @@
 #include "tokenizer/added_tokens.h"
 
+#include "tokenizer/normalizer.h"
 #include "tokenizer/utf8.h"
 
 namespace spark {
 
 namespace {
-
-// Rust's char::is_whitespace (the Unicode White_Space property), which the `\s` of the regex crate
-// Hugging Face uses for lstrip / rstrip also follows.
-bool is_white_space(uint32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
-         cp == 0x3000;
-}
 
 uint32_t code_point_at(std::string_view s, size_t pos, size_t& length) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + pos;
@@ -32,34 +25,42 @@ size_t previous_start(std::string_view s, size_t end) {
 // The regex crate's Unicode \w: Alphabetic, marks, decimal digits, connector punctuation, joiners.
 AddedTokenMatcher::AddedTokenMatcher() : word_char_(R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}])") {}
 
-AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens) : AddedTokenMatcher() {
+AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens, const Normalizer* normalizer)
+    : AddedTokenMatcher() {
   for (const auto& t : tokens) {
-    if (!t.content.empty()) tokens_.push_back(t);
+    if (t.content.empty()) continue;
+    std::string key = t.normalized && normalizer != nullptr ? normalizer->normalize(t.content) : t.content;
+    if (key.empty()) continue;  // normalized away: it can never match
+    tokens_.push_back(t);
+    keys_.push_back(std::move(key));
   }
   build(plain_, false);
   build(normalized_, true);
 }
 
+void AddedTokenMatcher::add_to_trie(Trie& trie, std::string_view key, int32_t index) {
+  int32_t node = 0;
+  for (unsigned char c : key) {
+    int32_t child = -1;
+    for (const auto& [byte, i] : trie.nodes[node].children) {
+      if (byte == c) child = i;
+    }
+    if (child < 0) {
+      child = static_cast<int32_t>(trie.nodes.size());
+      trie.nodes[node].children.emplace_back(c, child);
+      trie.nodes.push_back(Node{});
+    }
+    node = child;
+  }
+  // A key listed twice keeps its first entry.
+  if (trie.nodes[node].token < 0) trie.nodes[node].token = index;
+  trie.first_byte[static_cast<unsigned char>(key[0])] = true;
+}
+
 void AddedTokenMatcher::build(Trie& trie, bool normalized) {
   trie.nodes.assign(1, Node{});
   for (size_t i = 0; i < tokens_.size(); ++i) {
-    if (tokens_[i].normalized != normalized) continue;
-    int32_t node = 0;
-    for (unsigned char c : tokens_[i].content) {
-      int32_t child = -1;
-      for (const auto& [byte, index] : trie.nodes[node].children) {
-        if (byte == c) child = index;
-      }
-      if (child < 0) {
-        child = static_cast<int32_t>(trie.nodes.size());
-        trie.nodes[node].children.emplace_back(c, child);
-        trie.nodes.push_back(Node{});
-      }
-      node = child;
-    }
-    // A content listed twice keeps its first entry.
-    if (trie.nodes[node].token < 0) trie.nodes[node].token = static_cast<int32_t>(i);
-    trie.first_byte[static_cast<unsigned char>(tokens_[i].content[0])] = true;
+    if (tokens_[i].normalized == normalized) add_to_trie(trie, keys_[i], static_cast<int32_t>(i));
   }
 }
 
@@ -117,7 +118,7 @@ void AddedTokenMatcher::split_pass(const Trie& trie, std::string_view text, uint
       while (s > start_offset) {
         const size_t p = previous_start(text, s);
         size_t len = 0;
-        if (!is_white_space(code_point_at(text, p, len))) break;
+        if (!is_unicode_white_space(code_point_at(text, p, len))) break;
         s = p;
       }
       start = s;
@@ -125,7 +126,7 @@ void AddedTokenMatcher::split_pass(const Trie& trie, std::string_view text, uint
     if (token.rstrip) {
       while (stop < text.size()) {
         size_t len = 0;
-        if (!is_white_space(code_point_at(text, stop, len))) break;
+        if (!is_unicode_white_space(code_point_at(text, stop, len))) break;
         stop += len;
       }
       pos = stop;
@@ -151,12 +152,28 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<TextSegment>& o
   first.clear();
   split_pass(plain_, text, 0, first);
   for (const TextSegment& s : first) {
-    if (s.id >= 0 || normalized_.nodes.size() == 1) {
+    if (s.id >= 0 || !has_normalized()) {
       out.push_back(s);
     } else {
       split_pass(normalized_, text.substr(s.begin, s.end - s.begin), s.begin, out);
     }
   }
+}
+
+void AddedTokenMatcher::split_raw(std::string_view text, std::vector<TextSegment>& out) const {
+  if (plain_.nodes.size() == 1) {
+    if (!text.empty()) out.push_back({0, static_cast<uint32_t>(text.size()), -1});
+    return;
+  }
+  split_pass(plain_, text, 0, out);
+}
+
+void AddedTokenMatcher::split_normalized(std::string_view text, std::vector<TextSegment>& out) const {
+  if (!has_normalized()) {
+    if (!text.empty()) out.push_back({0, static_cast<uint32_t>(text.size()), -1});
+    return;
+  }
+  split_pass(normalized_, text, 0, out);
 }
 
 }  // namespace spark

@@ -1,7 +1,8 @@
 // Added tokens (special or not) are cut out of the text before pre-tokenization, as Hugging Face
 // tokenizers do: leftmost-longest exact matching, first the tokens marked `normalized: false` over the
-// whole text, then the `normalized: true` ones over what is left, with the lstrip / rstrip /
-// single_word options applied to each match.
+// raw text, then (after the normalizer has run on every piece left) the `normalized: true` ones, by
+// their normalized content, over the normalized pieces, with the lstrip / rstrip / single_word options
+// applied to each match.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,8 @@
 #include "tokenizer/regex.h"
 
 namespace spark {
+
+class Normalizer;
 
 struct AddedToken {
   int32_t id = -1;
@@ -32,13 +35,19 @@ struct TextSegment {
 class AddedTokenMatcher {
  public:
   AddedTokenMatcher();
-  explicit AddedTokenMatcher(const std::vector<AddedToken>& tokens);
+  // `normalizer`, when given, turns the content of the `normalized: true` tokens into what they match.
+  explicit AddedTokenMatcher(const std::vector<AddedToken>& tokens, const Normalizer* normalizer = nullptr);
 
-  // Splits `text` (valid UTF-8) into added tokens and the text between them, in order; empty text
-  // segments are left out.
+  // Both passes over `text` (valid UTF-8) with no normalizer in between: added tokens and the text
+  // between them, in order; empty text segments are left out.
   void split(std::string_view text, std::vector<TextSegment>& out) const;
+  // The first pass alone, on raw text: the `normalized: false` tokens.
+  void split_raw(std::string_view text, std::vector<TextSegment>& out) const;
+  // The second pass alone, on a normalized piece: the `normalized: true` tokens.
+  void split_normalized(std::string_view text, std::vector<TextSegment>& out) const;
 
   bool empty() const { return tokens_.empty(); }
+  bool has_normalized() const { return normalized_.nodes.size() > 1; }
 
  private:
   struct Node {
@@ -51,14 +60,16 @@ class AddedTokenMatcher {
   };
 
   void build(Trie& trie, bool normalized);
+  void add_to_trie(Trie& trie, std::string_view key, int32_t index);
   // Longest token of `trie` starting at `pos`: its index, or -1; `length` gets its byte length.
   int32_t longest_at(const Trie& trie, std::string_view text, size_t pos, size_t& length) const;
   void split_pass(const Trie& trie, std::string_view text, uint32_t base,
                   std::vector<TextSegment>& out) const;
 
   std::vector<AddedToken> tokens_;
-  Trie plain_;       // normalized: false
-  Trie normalized_;  // normalized: true (no normalizer is supported, so only the pass order differs)
+  std::vector<std::string> keys_;  // what each token matches: its content, normalized when it is normalized
+  Trie plain_;                     // normalized: false
+  Trie normalized_;                // normalized: true, keyed by their normalized content
   Regex word_char_;
 };
 

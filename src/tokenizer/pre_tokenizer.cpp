@@ -1,5 +1,9 @@
 #include "tokenizer/pre_tokenizer.h"
 
+#include <unicode/uniset.h>
+#include <unicode/unistr.h>
+
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "spark/error.h"
@@ -106,6 +110,25 @@ std::string type_of(const nlohmann::json& j) {
   return it->get<std::string>();
 }
 
+// Hugging Face's is_punc: ASCII punctuation (which takes in $+<=>^`|~) or a character of a P* category
+// in the unicode_categories crate, whose tables are Unicode 8.0 (U+166D and U+111C9 were punctuation
+// then), each character its own match. Measured over every code point by the parity test.
+std::string punctuation_class() {
+  UErrorCode status = U_ZERO_ERROR;
+  icu::UnicodeSet set(icu::UnicodeString::fromUTF8("[[:P:]&[:age=8.0:]]"), status);
+  if (U_FAILURE(status))
+    throw Error(std::string("pre_tokenizer: ICU has no Unicode data (") + u_errorName(status) + ")");
+  set.add(0x21, 0x2F).add(0x3A, 0x40).add(0x5B, 0x60).add(0x7B, 0x7E).add(0x166D).add(0x111C9);
+  std::string out = "[";
+  char buf[32];
+  for (int32_t i = 0; i < set.getRangeCount(); ++i) {
+    std::snprintf(buf, sizeof buf, "\\x{%X}-\\x{%X}", static_cast<unsigned>(set.getRangeStart(i)),
+                  static_cast<unsigned>(set.getRangeEnd(i)));
+    out += buf;
+  }
+  return out + "]";
+}
+
 std::unique_ptr<PreTokenizerStep> make_step(const nlohmann::json& j) {
   const std::string type = type_of(j);
   if (type == "Split") {
@@ -123,12 +146,34 @@ std::unique_ptr<PreTokenizerStep> make_step(const nlohmann::json& j) {
     throw Error("pre_tokenizer: Split pattern must be {\"Regex\": ...} or {\"String\": ...}");
   }
   if (type == "Digits") return std::make_unique<DigitsStep>(bool_field(j, "individual_digits", false));
+  if (type == "Punctuation") {
+    const auto b = j.find("behavior");
+    const SplitBehavior behavior =
+        b == j.end() || b->is_null() ? SplitBehavior::kIsolated : parse_behavior(*b);
+    return std::make_unique<SplitStep>(Regex(punctuation_class()), behavior, false);
+  }
+  if (type == "Whitespace") {
+    // Keeps the matches of \w+|[^\w\s]+ and drops everything else (the whitespace). Hugging Face
+    // compiles it with Rust's regex crate, whose \w lacks the Latin-1 superscripts and fractions that
+    // Oniguruma's (and so our translated) \w has, and takes in the joiners U+200C and U+200D.
+    return std::make_unique<SplitStep>(
+        Regex(
+            R"((?:(?![\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE}])\w|[\x{200C}\x{200D}])+|(?:[\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE}]|[^\w\s\x{200C}\x{200D}])+)"),
+        SplitBehavior::kRemoved, true);
+  }
+  if (type == "WhitespaceSplit") {
+    // Splits on char::is_whitespace (White_Space), dropping it.
+    return std::make_unique<SplitStep>(
+        Regex(R"([\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]+)"),
+        SplitBehavior::kRemoved, false);
+  }
   if (type == "ByteLevel") {
     return std::make_unique<ByteLevelStep>(bool_field(j, "add_prefix_space", true),
                                            bool_field(j, "use_regex", true));
   }
   throw Error("pre_tokenizer: '" + type +
-              "' is not supported (supported: Sequence of Split, Digits, ByteLevel)");
+              "' is not supported (supported: Sequence of Split, Digits, Punctuation, Whitespace, "
+              "WhitespaceSplit, then ByteLevel)");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The pre-tokenizer of a byte-level BPE tokenizer.json: a sequence of steps, each splitting every piece
 // the previous step produced (Split on a regex or a literal with one of Hugging Face's delimiter
-// behaviors, Digits, and the final ByteLevel step), mirroring the `tokenizers` library piece for piece.
+// behaviors, Digits, Punctuation, Whitespace, WhitespaceSplit, and the final ByteLevel step), mirroring
+// the `tokenizers` library piece for piece.
 #pragma once
 
 #include <deque>

@@ -124,12 +124,16 @@ std::string synthetic_tokenizer_json(int vocab_size, uint64_t seed) {
                           {"normalized", false},
                           {"special", a.special}});
   }
+  // As the DeepSeek-lineage files write "no normalizer".
+  ordered_json no_normalizer = ordered_json::object();
+  no_normalizer["type"] = "Sequence";
+  no_normalizer["normalizers"] = ordered_json::array();
   ordered_json tok = {
       {"version", "1.0"},
       {"truncation", nullptr},
       {"padding", nullptr},
       {"added_tokens", added_json},
-      {"normalizer", nullptr},
+      {"normalizer", no_normalizer},
       {"pre_tokenizer", ordered_json::parse(pre_text)},
       {"post_processor",
        {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}}},

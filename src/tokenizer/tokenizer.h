@@ -1,6 +1,8 @@
 // Byte-level BPE tokenizer loaded from a Hugging Face tokenizer.json (or vocab.json + merges.txt).
-// Encoding matches `tokenizers`' encode(text, add_special_tokens=false): added tokens are cut out first,
-// the rest is pre-tokenized, BPE-merged and mapped to the ids of the file; nothing (no BOS/EOS) is added.
+// Encoding matches `tokenizers`' encode(text, add_special_tokens): added tokens marked normalized:false
+// are cut out of the raw text first, the rest is normalized, the normalized:true added tokens are cut
+// out of that, and what is left is pre-tokenized, BPE-merged and mapped to the ids of the file; with
+// add_special_tokens the post-processor's special tokens (e.g. a BOS) are put around the ids.
 #pragma once
 
 #include <cstdint>
@@ -29,25 +31,32 @@ class Tokenizer {
                                      std::vector<AddedToken> added_tokens = {},
                                      std::string_view pre_tokenizer_json = {});
   // A checkpoint folder: tokenizer.json, else vocab.json + merges.txt with the added tokens listed in
-  // tokenizer_config.json's added_tokens_decoder and Spark's pre-tokenizer.
+  // tokenizer_config.json's added_tokens_decoder and Spark's pre-tokenizer. A tokenizer_config.json with
+  // add_bos_token / add_eos_token true makes add_special_tokens put its bos_token / eos_token around
+  // the ids (as transformers' fast tokenizers rebuild the post-processor), instead of the file's
+  // post-processor.
   static Tokenizer from_model_dir(const std::filesystem::path& dir);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
-  // Encoding is thread-safe. Throws spark::Error when `text` is not valid UTF-8.
-  std::vector<int32_t> encode(std::string_view text) const;
-  void encode(std::string_view text, std::vector<int32_t>& ids) const;  // appends to `ids`
+  // Encoding is thread-safe. Throws spark::Error when `text` is not valid UTF-8. Without
+  // add_special_tokens nothing (no BOS/EOS) is added: chat templates write those themselves.
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
+  // Appends to `ids`.
+  void encode(std::string_view text, std::vector<int32_t>& ids, bool add_special_tokens = false) const;
 
   // The pre-tokenizer's pieces of `text` (raw bytes), with no added tokens cut out first: what
   // `tokenizers`' pre_tokenizer.pre_tokenize_str gives, for inspecting and testing the pre-tokenizer.
   std::vector<std::string> pre_tokenize(std::string_view text) const;
 
-  // Text of the ids, invalid UTF-8 replaced by U+FFFD as Hugging Face does. Throws spark::Error for an id
-  // that is not in the vocabulary.
+  // Text of the ids through the file's decoder (ByteLevel, or a Sequence with Replace/Strip/Fuse),
+  // invalid UTF-8 replaced by U+FFFD as Hugging Face does. Throws spark::Error for an id that is not in
+  // the vocabulary.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
-  // The raw bytes, without UTF-8 repair.
+  // The raw bytes (every token's bytes as ByteLevel decodes them, whatever the decoder's other steps),
+  // without UTF-8 repair.
   std::string decode_bytes(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 
   // Bytes one id stands for: an added token's content, else the vocabulary entry's bytes. Throws
@@ -64,6 +73,9 @@ class Tokenizer {
   int32_t vocab_size() const;
   size_t num_merges() const;
   const std::vector<AddedToken>& added_tokens() const;
+  // The ids add_special_tokens puts before and after the text.
+  const std::vector<int32_t>& special_prefix() const;
+  const std::vector<int32_t>& special_suffix() const;
 
   struct Impl;  // opaque (tokenizer_impl.h); public so the loader's helpers can build one
   explicit Tokenizer(std::unique_ptr<Impl> impl);

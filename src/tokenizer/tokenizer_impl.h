@@ -9,6 +9,9 @@
 
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_model.h"
+#include "tokenizer/decoder.h"
+#include "tokenizer/normalizer.h"
+#include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -18,8 +21,11 @@ enum TokenFlags : uint8_t { kTokenPresent = 1, kTokenAdded = 2, kTokenSpecial = 
 
 struct Tokenizer::Impl {
   std::string origin;
+  Normalizer normalizer;  // no-op unless the file has one
   PreTokenizer pre;
-  AddedTokenMatcher matcher;
+  AddedTokenMatcher matcher;  // built after `normalizer`: it normalizes the normalized tokens' content
+  Decoder decoder = Decoder::byte_level();
+  PostProcessor post;  // what add_special_tokens puts around the ids
   std::unique_ptr<BpeModel> bpe;
   std::vector<AddedToken> added;
   std::vector<std::string> id_bytes;  // what each id decodes to

@@ -6,6 +6,9 @@
 
 #include "spark/error.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/decoder.h"
+#include "tokenizer/normalizer.h"
+#include "tokenizer/post_processor.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "util/bounded_json.h"
@@ -81,17 +84,10 @@ AddedToken parse_added_token(const nlohmann::json& j, int32_t id, const std::str
   return t;
 }
 
-const char* type_name(const nlohmann::json& j) {
-  if (j.is_object()) {
-    auto it = j.find("type");
-    if (it != j.end() && it->is_string()) return it->get_ref<const std::string&>().c_str();
-  }
-  return "?";
-}
-
 std::unique_ptr<Tokenizer::Impl> build(std::string origin, PreTokenizer pre, const ModelSpec& model,
-                                       std::vector<AddedToken> added) {
+                                       std::vector<AddedToken> added, Normalizer normalizer = {}) {
   auto impl = std::make_unique<Tokenizer::Impl>(std::move(origin), std::move(pre));
+  impl->normalizer = std::move(normalizer);
   const std::string& o = impl->origin;
   int32_t max_id = -1;
   for (const auto& [text, id] : model.vocab) max_id = std::max(max_id, id);
@@ -152,28 +148,32 @@ std::unique_ptr<Tokenizer::Impl> build(std::string origin, PreTokenizer pre, con
     impl->set_id(t.id, t.content, t.content, kTokenPresent | kTokenAdded | (t.special ? kTokenSpecial : 0));
     impl->text_to_id[t.content] = t.id;
   }
-  impl->matcher = AddedTokenMatcher(added);
+  impl->matcher = AddedTokenMatcher(added, &impl->normalizer);
   impl->added = std::move(added);
   return impl;
 }
 
-Tokenizer load_tokenizer_json(nlohmann::json& j, const std::string& origin) {
+// Runs `parse`, putting the file's name in front of any error it throws.
+template <typename F>
+auto with_origin(const std::string& origin, F&& parse) {
+  try {
+    return parse();
+  } catch (const Error& e) {
+    throw Error(origin + ": " + e.what());
+  }
+}
+
+std::unique_ptr<Tokenizer::Impl> load_tokenizer_json(nlohmann::json& j, const std::string& origin) {
   if (!j.is_object()) throw Error(origin + ": not a tokenizer.json object");
-  if (auto n = j.find("normalizer"); n != j.end() && !n->is_null()) {
-    throw Error(origin + ": normalizer '" + type_name(*n) +
-                "' is not supported (byte-level BPE without a normalizer)");
-  }
-  if (auto d = j.find("decoder"); d == j.end() || std::string(type_name(*d)) != "ByteLevel") {
-    throw Error(origin + ": decoder must be ByteLevel (byte-level BPE), got '" +
-                (d == j.end() ? std::string("none") : std::string(type_name(*d))) + "'");
-  }
-  PreTokenizer pre = [&] {
-    try {
-      return PreTokenizer::from_json(j.value("pre_tokenizer", nlohmann::json()));
-    } catch (const Error& e) {
-      throw Error(origin + ": " + e.what());
-    }
-  }();
+  const nlohmann::json none;
+  auto field = [&](const char* key) -> const nlohmann::json& {
+    auto it = j.find(key);
+    return it == j.end() ? none : *it;
+  };
+  Normalizer normalizer = with_origin(origin, [&] { return Normalizer::from_json(field("normalizer")); });
+  Decoder decoder = with_origin(origin, [&] { return Decoder::from_json(field("decoder")); });
+  PostProcessor post = with_origin(origin, [&] { return PostProcessor::from_json(field("post_processor")); });
+  PreTokenizer pre = with_origin(origin, [&] { return PreTokenizer::from_json(field("pre_tokenizer")); });
 
   const auto m = j.find("model");
   if (m == j.end() || !m->is_object()) throw Error(origin + ": no \"model\" object");
@@ -221,7 +221,17 @@ Tokenizer load_tokenizer_json(nlohmann::json& j, const std::string& origin) {
     }
   }
   const bool byte_fallback = m->value("byte_fallback", false);
-  auto impl = build(origin, std::move(pre), spec, std::move(added));
+  auto impl = build(origin, std::move(pre), spec, std::move(added), std::move(normalizer));
+  impl->decoder = std::move(decoder);
+  for (int32_t id : post.prefix) {
+    if (static_cast<size_t>(id) >= impl->id_flags.size() || !(impl->id_flags[id] & kTokenPresent))
+      throw Error(origin + ": post_processor token id " + std::to_string(id) + " is not in the vocabulary");
+  }
+  for (int32_t id : post.suffix) {
+    if (static_cast<size_t>(id) >= impl->id_flags.size() || !(impl->id_flags[id] & kTokenPresent))
+      throw Error(origin + ": post_processor token id " + std::to_string(id) + " is not in the vocabulary");
+  }
+  impl->post = std::move(post);
   if (byte_fallback) {
     for (int b = 0; b < 256; ++b) {
       if (!impl->text_to_id.contains(byte_level::encode(std::string(1, static_cast<char>(b))))) {
@@ -229,7 +239,43 @@ Tokenizer load_tokenizer_json(nlohmann::json& j, const std::string& origin) {
       }
     }
   }
-  return Tokenizer(std::move(impl));
+  return impl;
+}
+
+// bos_token / eos_token of a tokenizer_config.json: a string or an AddedToken object {"content": ...}.
+std::optional<std::string> config_token(const nlohmann::json& config, const char* key) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object()) {
+    auto c = it->find("content");
+    if (c != it->end() && c->is_string()) return c->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// add_bos_token / add_eos_token of tokenizer_config.json: when either is true, add_special_tokens puts
+// exactly those tokens around the text, as transformers rebuilds the post-processor from them.
+void apply_config_special_tokens(Tokenizer::Impl& impl, const nlohmann::json& config,
+                                 const std::string& origin) {
+  auto flag = [&](const char* key) {
+    auto it = config.find(key);
+    return it != config.end() && it->is_boolean() && it->get<bool>();
+  };
+  const bool add_bos = flag("add_bos_token"), add_eos = flag("add_eos_token");
+  if (!add_bos && !add_eos) return;
+  auto id_of = [&](const char* key) {
+    const auto token = config_token(config, key);
+    if (!token) throw Error(origin + ": add_" + std::string(key) + " is true but there is no " + key);
+    auto it = impl.text_to_id.find(*token);
+    if (it == impl.text_to_id.end())
+      throw Error(origin + ": " + key + " '" + *token + "' is not in the vocabulary");
+    return it->second;
+  };
+  PostProcessor post;
+  if (add_bos) post.prefix.push_back(id_of("bos_token"));
+  if (add_eos) post.suffix.push_back(id_of("eos_token"));
+  impl.post = std::move(post);
 }
 
 }  // namespace
@@ -241,7 +287,7 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
 Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& origin) {
   try {
     nlohmann::json j = parse_json(json_text, origin);
-    return load_tokenizer_json(j, origin);
+    return Tokenizer(load_tokenizer_json(j, origin));
   } catch (const nlohmann::json::exception& e) {
     // A field of the wrong type somewhere in the file.
     throw Error(origin + ": " + e.what());
@@ -276,12 +322,21 @@ Tokenizer Tokenizer::from_vocab_merges(const std::filesystem::path& vocab_json,
 }
 
 Tokenizer Tokenizer::from_model_dir(const std::filesystem::path& dir) {
-  if (std::filesystem::exists(dir / "tokenizer.json")) return from_file(dir / "tokenizer.json");
-  if (std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt")) {
-    std::vector<AddedToken> added;
+  if (std::filesystem::exists(dir / "tokenizer.json")) {
+    Tokenizer tok = from_file(dir / "tokenizer.json");
     const auto config_path = dir / "tokenizer_config.json";
     if (std::filesystem::exists(config_path)) {
       const nlohmann::json config = parse_json(read_text_file(config_path), config_path.string());
+      if (config.is_object()) apply_config_special_tokens(*tok.impl_, config, config_path.string());
+    }
+    return tok;
+  }
+  if (std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt")) {
+    std::vector<AddedToken> added;
+    const auto config_path = dir / "tokenizer_config.json";
+    nlohmann::json config;
+    if (std::filesystem::exists(config_path)) {
+      config = parse_json(read_text_file(config_path), config_path.string());
       if (auto d = config.find("added_tokens_decoder"); d != config.end() && d->is_object()) {
         for (const auto& [key, value] : d->items()) {
           int64_t id = -1;
@@ -297,7 +352,9 @@ Tokenizer Tokenizer::from_model_dir(const std::filesystem::path& dir) {
         }
       }
     }
-    return from_vocab_merges(dir / "vocab.json", dir / "merges.txt", std::move(added));
+    Tokenizer tok = from_vocab_merges(dir / "vocab.json", dir / "merges.txt", std::move(added));
+    if (config.is_object()) apply_config_special_tokens(*tok.impl_, config, config_path.string());
+    return tok;
   }
   throw Error(dir.string() + ": no tokenizer.json (nor vocab.json + merges.txt)");
 }

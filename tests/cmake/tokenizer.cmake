@@ -5,9 +5,12 @@ target_sources(spark-unit-tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/../unit/tokenizer/added_tokens_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../unit/tokenizer/bpe_model_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../unit/tokenizer/bpe_trainer_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../unit/tokenizer/decoder_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../unit/tokenizer/normalizer_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../unit/tokenizer/pre_tokenizer_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../unit/tokenizer/stream_detokenizer_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../unit/tokenizer/tokenizer_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../unit/tokenizer/tokenizer_variants_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../unit/tokenizer/utf8_test.cpp)
 target_include_directories(spark-unit-tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../unit/tokenizer)
 

@@ -1,7 +1,8 @@
 // Reference side of the tokenizer parity test: Hugging Face `tokenizers` (npm) reads JSON-lines strings
 // and writes one JSON line per string.
-//   encode mode: {"ids", "decoded", "decoded_skip"}: encode without special tokens, and what those ids
-//                decode to with and without special tokens;
+//   encode mode: {"ids", "ids_special", "decoded", "decoded_skip"}: encode without and with special
+//                tokens (the post-processor's), and what the first ids decode to with and without special
+//                tokens;
 //   pieces mode: the pre-tokenizer's pieces (as pre_tokenize_str gives them).
 // usage: node tokenizer_hf_reference.cjs encode|pieces MODULE_DIR TOKENIZER_JSON INPUT_JSONL OUTPUT_JSONL
 "use strict";
@@ -22,9 +23,11 @@ async function main() {
     }
     const enc = await tok.encode(text, null, { addSpecialTokens: false });
     const ids = Array.from(enc.getIds());
+    const encSpecial = await tok.encode(text, null, { addSpecialTokens: true });
+    const idsSpecial = Array.from(encSpecial.getIds());
     const decoded = await tok.decode(ids, false);
     const decodedSkip = await tok.decode(ids, true);
-    out.push(JSON.stringify({ ids, decoded, decoded_skip: decodedSkip }));
+    out.push(JSON.stringify({ ids, ids_special: idsSpecial, decoded, decoded_skip: decodedSkip }));
   }
   fs.writeFileSync(outputPath, out.join("\n") + "\n");
 }

@@ -132,7 +132,9 @@ TEST(PreTokenizerJson, RejectsWhatItCannotRun) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message(R"({"type": "Whitespace"})").find("'Whitespace' is not supported"), std::string::npos);
+  EXPECT_NE(message(R"({"type": "Metaspace"})").find("'Metaspace' is not supported"), std::string::npos);
+  EXPECT_NE(message(R"({"type": "Whitespace"})").find("must end with exactly one ByteLevel"),
+            std::string::npos);
   EXPECT_NE(message(R"({"type": "Sequence", "pretokenizers": [{"type": "Digits"}]})").find("ByteLevel"),
             std::string::npos);
   EXPECT_NE(message(R"({"type": "Sequence", "pretokenizers": [{"type": "ByteLevel"}, {"type": "Digits"}]})")
@@ -175,6 +177,48 @@ TEST(UnicodeTables, NewerCodePointsPickTheWidenedPattern) {
   EXPECT_FALSE(symbol.search("\xF0\x9F\xAB\xA8", 0, m, UnicodeTables::kSystem));
   EXPECT_TRUE(symbol.search("\xF0\x9F\xAB\xA8", 0, m, UnicodeTables::kNewer));
   EXPECT_TRUE(symbol.search("\xF0\x9F\x98\x80", 0, m, UnicodeTables::kSystem));
+}
+
+}  // namespace
+}  // namespace spark
+
+namespace spark {
+namespace {
+
+Pieces pre_of(const std::string& steps_json, std::string_view text) {
+  const PreTokenizer pre = PreTokenizer::from_json(
+      nlohmann::json::parse(R"({"type": "Sequence", "pretokenizers": [)" + steps_json +
+                            R"(, {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]})"));
+  return split_with(pre, text);
+}
+
+TEST(PunctuationPreTokenizer, AsciiAndUnicodePunctuationWithEachBehavior) {
+  // ASCII punctuation includes symbols such as $ + < = > ^ ` | ~; Unicode's P* adds e.g. « » 、.
+  EXPECT_EQ(pre_of(R"({"type": "Punctuation"})",
+                   "a+b=c, d\xC2\xAB"
+                   "e\xC2\xBB!"),
+            (Pieces{"a", "+", "b", "=", "c", ",", " d", "\xC2\xAB", "e", "\xC2\xBB", "!"}));
+  EXPECT_EQ(pre_of(R"({"type": "Punctuation", "behavior": "Contiguous"})", "wait...ok?!"),
+            (Pieces{"wait", "...", "ok", "?!"}));
+  EXPECT_EQ(pre_of(R"({"type": "Punctuation", "behavior": "Removed"})", "a,b;c"), (Pieces{"a", "b", "c"}));
+  EXPECT_EQ(pre_of(R"({"type": "Punctuation", "behavior": "MergedWithPrevious"})", "a,b."),
+            (Pieces{"a,", "b."}));
+  // A currency or math symbol outside ASCII is not punctuation (\p{S}, not \p{P}).
+  EXPECT_EQ(pre_of(R"({"type": "Punctuation"})", "5\xE2\x82\xAC"), (Pieces{"5\xE2\x82\xAC"}));
+}
+
+TEST(WhitespacePreTokenizer, WordsAndOtherRunsWithoutTheWhitespace) {
+  EXPECT_EQ(
+      pre_of(R"({"type": "Whitespace"})", "Hey man!! How's it\tgoing?\xE3\x80\x80\xE4\xBD\xA0\xE5\xA5\xBD"),
+      (Pieces{"Hey", "man", "!!", "How", "'", "s", "it", "going", "?", "\xE4\xBD\xA0\xE5\xA5\xBD"}));
+  EXPECT_EQ(pre_of(R"({"type": "Whitespace"})", "   "), Pieces{});
+  EXPECT_EQ(pre_of(R"({"type": "Whitespace"})", "snake_case x2"), (Pieces{"snake_case", "x2"}));
+}
+
+TEST(WhitespaceSplitPreTokenizer, SplitsOnUnicodeWhiteSpaceOnly) {
+  EXPECT_EQ(pre_of(R"({"type": "WhitespaceSplit"})", " a  b\n\u00a0c!d \u3000"), (Pieces{"a", "b", "c!d"}));
+  // U+200B (zero width space) and U+180E are not White_Space.
+  EXPECT_EQ(pre_of(R"({"type": "WhitespaceSplit"})", "a\u200Bb\u180Ec"), (Pieces{"a\u200Bb\u180Ec"}));
 }
 
 }  // namespace

@@ -77,8 +77,18 @@ TEST(Tokenizer, LoaderErrorsNameTheProblem) {
             }).find("x/tokenizer.json: invalid JSON"),
             std::string::npos);
   auto j = base;
-  j["normalizer"] = {{"type", "NFC"}};
-  EXPECT_NE(load(j).find("normalizer 'NFC' is not supported"), std::string::npos);
+  j["normalizer"] = {{"type", "BertNormalizer"}};
+  EXPECT_NE(load(j).find("x/tokenizer.json: normalizer 'BertNormalizer' is not supported"),
+            std::string::npos);
+  j = base;
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Precompiled"}}}}};
+  EXPECT_NE(load(j).find("normalizer 'Precompiled' is not supported"), std::string::npos);
+  j = base;
+  j["post_processor"] = {{"type", "Unknown"}};
+  EXPECT_NE(load(j).find("x/tokenizer.json: post_processor 'Unknown' is not supported"), std::string::npos);
+  j = base;
+  j["decoder"] = {{"type", "WordPiece"}};
+  EXPECT_NE(load(j).find("x/tokenizer.json: decoder 'WordPiece' is not supported"), std::string::npos);
   j = base;
   j["model"]["type"] = "WordPiece";
   EXPECT_NE(load(j).find("model type 'WordPiece'"), std::string::npos);
@@ -93,7 +103,7 @@ TEST(Tokenizer, LoaderErrorsNameTheProblem) {
   EXPECT_NE(load(j).find("not two tokens"), std::string::npos);
   j = base;
   j["decoder"] = nullptr;
-  EXPECT_NE(load(j).find("decoder must be ByteLevel"), std::string::npos);
+  EXPECT_NE(load(j).find("x/tokenizer.json: decoder: missing"), std::string::npos);
   j = base;
   j["pre_tokenizer"] = {{"type", "Metaspace"}};
   EXPECT_NE(load(j).find("x/tokenizer.json: pre_tokenizer: 'Metaspace' is not supported"), std::string::npos);
@@ -206,6 +216,98 @@ TEST(Tokenizer, ConcurrentEncodingMatchesSerial) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(mismatches, (std::vector<int>{0, 0, 0, 0}));
+}
+
+}  // namespace
+}  // namespace spark
+
+namespace spark {
+namespace {
+
+// "<T>" is matched after normalization (by its normalized content), "<S>" on the raw text only.
+nlohmann::json lowercase_tokenizer_json() {
+  auto j = test::make_tokenizer_json({{"a", "b"}}, {{"<T>", false}, {"<S>", true}});
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "Lowercase"}}}}};
+  j["added_tokens"][0]["normalized"] = true;
+  return j;
+}
+
+TEST(TokenizerNormalization, NormalizedAddedTokensMatchTheNormalizedText) {
+  const Tokenizer tok = Tokenizer::from_json(lowercase_tokenizer_json().dump());
+  const int32_t t = *tok.token_to_id("<T>"), s = *tok.token_to_id("<S>"), ab = *tok.token_to_id("ab");
+  EXPECT_EQ(tok.encode("AB<T>x"), (std::vector<int32_t>{ab, t, 'x'}));
+  EXPECT_EQ(tok.encode("<t>"), std::vector<int32_t>{t});
+  EXPECT_EQ(tok.encode("<S>Ab"), (std::vector<int32_t>{s, ab}));
+  // "<s>" is not the special token: its normalized:false content is matched on raw text only.
+  EXPECT_EQ(tok.encode("<s>"), (std::vector<int32_t>{'<', 's', '>'}));
+  // Raw "<S>" is cut out before lowercasing could turn it into text.
+  EXPECT_EQ(tok.encode("A<S>B"), (std::vector<int32_t>{'a', s, 'b'}));
+}
+
+TEST(TokenizerNormalization, EmptySequenceEncodesAsNoNormalizer) {
+  auto j = test::make_tokenizer_json({{"a", "b"}}, {{"<x>", false}});
+  const Tokenizer none = Tokenizer::from_json(j.dump());
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", nlohmann::json::array()}};
+  const Tokenizer empty = Tokenizer::from_json(j.dump());
+  for (const char* text : {"abab<x> ab\n", "", "\xC3\xA9<x><x>"})
+    EXPECT_EQ(none.encode(text), empty.encode(text));
+}
+
+TEST(TokenizerNormalization, NfkcThenBpe) {
+  auto j = test::make_tokenizer_json({{"f", "i"}});
+  j["normalizer"] = {{"type", "NFKC"}};
+  const Tokenizer tok = Tokenizer::from_json(j.dump());
+  EXPECT_EQ(tok.encode("\xEF\xAC\x81"), std::vector<int32_t>{*tok.token_to_id("fi")});  // the ligature
+}
+
+TEST(TokenizerSpecialTokens, PostProcessorAndTokenizerConfig) {
+  auto j = test::make_tokenizer_json({}, {{"<s>", true}, {"</s>", true}});
+  j["post_processor"] = {{"type", "RobertaProcessing"}, {"cls", {"<s>", 256}}, {"sep", {"</s>", 257}}};
+  const Tokenizer tok = Tokenizer::from_json(j.dump());
+  EXPECT_EQ(tok.encode("a"), std::vector<int32_t>{'a'});
+  EXPECT_EQ(tok.encode("a", true), (std::vector<int32_t>{256, 'a', 257}));
+  EXPECT_EQ(tok.encode("", true), (std::vector<int32_t>{256, 257}));
+  j["post_processor"] = {{"type", "RobertaProcessing"}, {"cls", {"<s>", 999}}, {"sep", {"</s>", 257}}};
+  EXPECT_NE(error_of([&] {
+              Tokenizer::from_json(j.dump(), "x/tokenizer.json");
+            }).find("x/tokenizer.json: post_processor token id 999 is not in the vocabulary"),
+            std::string::npos);
+
+  // tokenizer_config.json's add_bos_token / add_eos_token decide when either is true.
+  j["post_processor"] = {{"type", "ByteLevel"}};
+  const auto dir = temp_dir("config-bos");
+  write(dir / "tokenizer.json", j.dump());
+  write(dir / "tokenizer_config.json",
+        R"({"add_bos_token": false, "add_eos_token": false, "bos_token": "<s>"})");
+  EXPECT_EQ(Tokenizer::from_model_dir(dir).encode("a", true), std::vector<int32_t>{'a'});
+  write(
+      dir / "tokenizer_config.json",
+      R"({"add_bos_token": true, "add_eos_token": true, "bos_token": {"content": "<s>"}, "eos_token": "</s>"})");
+  const Tokenizer with_config = Tokenizer::from_model_dir(dir);
+  EXPECT_EQ(with_config.encode("a", true), (std::vector<int32_t>{256, 'a', 257}));
+  EXPECT_EQ(with_config.encode("a"), std::vector<int32_t>{'a'});
+  write(dir / "tokenizer_config.json", R"({"add_bos_token": true, "bos_token": "<nope>"})");
+  EXPECT_NE(
+      error_of([&] { Tokenizer::from_model_dir(dir); }).find("bos_token '<nope>' is not in the vocabulary"),
+      std::string::npos);
+  write(dir / "tokenizer_config.json", R"({"add_eos_token": true})");
+  EXPECT_NE(error_of([&] { Tokenizer::from_model_dir(dir); }).find("there is no eos_token"),
+            std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TokenizerDecoder, DecodeRunsTheDecoderSteps) {
+  auto j = test::make_tokenizer_json({}, {{"<s>", true}});
+  j["decoder"] = {{"type", "Sequence"},
+                  {"decoders",
+                   {{{"type", "ByteLevel"}},
+                    {{"type", "Fuse"}},
+                    {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+  const Tokenizer tok = Tokenizer::from_json(j.dump());
+  const auto ids = tok.encode("<s> hi");
+  EXPECT_EQ(tok.decode(ids), "<s> hi");
+  EXPECT_EQ(tok.decode(ids, true), "hi");  // " hi" without its leading space
+  EXPECT_EQ(tok.decode_bytes(ids, true), " hi");
 }
 
 }  // namespace
