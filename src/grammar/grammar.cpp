@@ -161,7 +161,9 @@ int GrammarBuilder::new_rule(std::string name) {
   return static_cast<int>(rules_.size() - 1);
 }
 
-void GrammarBuilder::define(int rule, ExprId body) { rules_[static_cast<size_t>(rule)].body = body; }
+void GrammarBuilder::define(int rule, ExprId body) {
+  rules_[static_cast<size_t>(rule)].body = body;
+}
 
 size_t GrammarBuilder::estimate_states(ExprId e) const {
   const Node& n = node(e);
@@ -202,7 +204,8 @@ class Compiler {
       const int r = todo.back();
       todo.pop_back();
       const ExprId body = b_.rules()[static_cast<size_t>(r)].body;
-      if (body < 0) throw Error("grammar rule '" + b_.rules()[static_cast<size_t>(r)].name + "' is not defined");
+      if (body < 0)
+        throw Error("grammar rule '" + b_.rules()[static_cast<size_t>(r)].name + "' is not defined");
       pending_calls_.clear();
       auto [s, e] = build(body);
       g_.states[e].final = true;

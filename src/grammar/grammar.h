@@ -22,7 +22,7 @@ class GrammarBuilder {
  public:
   GrammarBuilder();
   ExprId empty() const { return empty_; }
-  ExprId nothing() const { return nothing_; }  // matches no input at all
+  ExprId nothing() const { return nothing_; }   // matches no input at all
   ExprId bytes(std::vector<ByteRange> ranges);  // one byte from the set
   ExprId byte(uint8_t b) { return bytes({{b, b}}); }
   ExprId literal(std::string_view text);
@@ -71,11 +71,12 @@ struct Grammar {
   };
   struct State {
     uint32_t edges_begin = 0, edges_end = 0;  // byte edges, into `edges`
-    int32_t call_rule = -1;                    // a call state: enter call_rule, then continue at call_next
+    int32_t call_rule = -1;                   // a call state: enter call_rule, then continue at call_next
     uint32_t call_next = 0;
-    bool final = false;                        // the end of its rule
+    bool final = false;      // the end of its rule
     bool tail_call = false;  // nothing but the rule's end follows the call: no frame needed
-    uint32_t closure_begin = 0, closure_end = 0;  // significant states reachable by epsilon moves, into `closure`
+    uint32_t closure_begin = 0,
+             closure_end = 0;  // significant states reachable by epsilon moves, into `closure`
   };
   std::vector<State> states;
   std::vector<Edge> edges;

@@ -21,47 +21,85 @@ using Json = nlohmann::ordered_json;
 // Keywords that only annotate (or that no validator of the drafts enforces) are ignored; these change which
 // instances are valid and are refused when the grammar cannot enforce them.
 const std::set<std::string>& unsupported_keywords() {
-  static const std::set<std::string> k{"not",           "if",
-                                       "then",          "else",
-                                       "dependencies",  "dependentSchemas",
-                                       "dependentRequired", "propertyNames",
-                                       "minProperties", "maxProperties",
-                                       "multipleOf",    "contains",
-                                       "minContains",   "maxContains",
-                                       "unevaluatedProperties", "unevaluatedItems",
-                                       "patternProperties", "$dynamicRef",
+  static const std::set<std::string> k{"not",
+                                       "if",
+                                       "then",
+                                       "else",
+                                       "dependencies",
+                                       "dependentSchemas",
+                                       "dependentRequired",
+                                       "propertyNames",
+                                       "minProperties",
+                                       "maxProperties",
+                                       "multipleOf",
+                                       "contains",
+                                       "minContains",
+                                       "maxContains",
+                                       "unevaluatedProperties",
+                                       "unevaluatedItems",
+                                       "patternProperties",
+                                       "$dynamicRef",
                                        "$recursiveRef"};
   return k;
 }
 
 const std::set<std::string>& assertion_keywords() {
-  static const std::set<std::string> k{
-      "type",      "properties", "required",  "additionalProperties", "items",     "prefixItems",
-      "additionalItems", "minItems", "maxItems", "uniqueItems", "enum", "const", "anyOf", "oneOf", "allOf",
-      "$ref",      "minLength",  "maxLength", "pattern",   "format",    "minimum",   "maximum",
-      "exclusiveMinimum", "exclusiveMaximum"};
+  static const std::set<std::string> k{"type",
+                                       "properties",
+                                       "required",
+                                       "additionalProperties",
+                                       "items",
+                                       "prefixItems",
+                                       "additionalItems",
+                                       "minItems",
+                                       "maxItems",
+                                       "uniqueItems",
+                                       "enum",
+                                       "const",
+                                       "anyOf",
+                                       "oneOf",
+                                       "allOf",
+                                       "$ref",
+                                       "minLength",
+                                       "maxLength",
+                                       "pattern",
+                                       "format",
+                                       "minimum",
+                                       "maximum",
+                                       "exclusiveMinimum",
+                                       "exclusiveMaximum"};
   return k;
 }
 
+// Days per month, February 29th only in leap years.
+#define DATE                                                                                                \
+  "(([0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-" \
+  "9]|2[0-8]))|"                                                                                            \
+  "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29))"
+
 const char* format_regex(const std::string& format) {
   static const std::map<std::string, const char*> k{
-      {"date", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"},
-      {"time", "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-      {"date-time",
-       "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?"
-       "([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
+      {"date", DATE},
+      {"time",
+       "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
+      {"date-time", DATE "[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?"
+                         "([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
       {"email",
-       "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+       "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/"
+       "=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
        "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+"},
       {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
       {"uri", "[A-Za-z][A-Za-z0-9+.\\-]*:[A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=%]*"},
-      {"ipv4", "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"},
+      {"ipv4",
+       "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"},
       {"ipv6",
-       "(([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|"
+       "(([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-"
+       "F]{1,4}|"
        "([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|"
        "([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|"
        "[0-9a-fA-F]{1,4}:(:[0-9a-fA-F]{1,4}){1,6}|:((:[0-9a-fA-F]{1,4}){1,7}|:))"},
-      {"hostname", "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"},
+      {"hostname",
+       "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"},
   };
   auto it = k.find(format);
   return it == k.end() ? nullptr : it->second;
@@ -85,7 +123,8 @@ class IntRanges {
     }
     // Unbounded: every length beyond the lower bound's.
     if (!hi) {
-      options.push_back(b_.seq({b_.bytes({{'1', '9'}}), b_.repeat(digit(), static_cast<int>(lo_len), kUnbounded)}));
+      options.push_back(
+          b_.seq({b_.bytes({{'1', '9'}}), b_.repeat(digit(), static_cast<int>(lo_len), kUnbounded)}));
     }
     return b_.alt(std::move(options));
   }
@@ -115,15 +154,18 @@ class IntRanges {
   ExprId same_length(const std::string& a, const std::string& z) {
     if (a.empty()) return b_.empty();
     if (a.size() == 1) return b_.bytes({{static_cast<uint8_t>(a[0]), static_cast<uint8_t>(z[0])}});
-    if (a[0] == z[0]) return b_.seq({b_.byte(static_cast<uint8_t>(a[0])), same_length(a.substr(1), z.substr(1))});
+    if (a[0] == z[0])
+      return b_.seq({b_.byte(static_cast<uint8_t>(a[0])), same_length(a.substr(1), z.substr(1))});
     const size_t rest = a.size() - 1;
     std::vector<ExprId> options;
-    options.push_back(b_.seq({b_.byte(static_cast<uint8_t>(a[0])), same_length(a.substr(1), std::string(rest, '9'))}));
+    options.push_back(
+        b_.seq({b_.byte(static_cast<uint8_t>(a[0])), same_length(a.substr(1), std::string(rest, '9'))}));
     if (a[0] + 1 <= z[0] - 1) {
       options.push_back(b_.seq({b_.bytes({{static_cast<uint8_t>(a[0] + 1), static_cast<uint8_t>(z[0] - 1)}}),
                                 b_.repeat(digit(), static_cast<int>(rest), static_cast<int>(rest))}));
     }
-    options.push_back(b_.seq({b_.byte(static_cast<uint8_t>(z[0])), same_length(std::string(rest, '0'), z.substr(1))}));
+    options.push_back(
+        b_.seq({b_.byte(static_cast<uint8_t>(z[0])), same_length(std::string(rest, '0'), z.substr(1))}));
     return b_.alt(std::move(options));
   }
 
@@ -138,7 +180,8 @@ struct Bound {
 class SchemaCompiler {
  public:
   SchemaCompiler(const Json& root, const JsonSchemaOptions& options) : root_(root), options_(options) {
-    ws_ = b_.repeat(b_.bytes({{' ', ' '}, {'\t', '\t'}, {'\n', '\n'}, {'\r', '\r'}}), 0, options.max_whitespace);
+    ws_ = b_.repeat(b_.bytes({{' ', ' '}, {'\t', '\t'}, {'\n', '\n'}, {'\r', '\r'}}), 0,
+                    options.max_whitespace);
   }
 
   Grammar compile() {
@@ -180,7 +223,8 @@ class SchemaCompiler {
     // Percent-decoding of the fragment.
     std::string decoded;
     for (size_t i = 0; i < pointer.size(); ++i) {
-      if (pointer[i] == '%' && i + 2 < pointer.size() + 0 && std::isxdigit(static_cast<unsigned char>(pointer[i + 1])) &&
+      if (pointer[i] == '%' && i + 2 < pointer.size() + 0 &&
+          std::isxdigit(static_cast<unsigned char>(pointer[i + 1])) &&
           std::isxdigit(static_cast<unsigned char>(pointer[i + 2]))) {
         decoded.push_back(static_cast<char>(std::stoi(pointer.substr(i + 1, 2), nullptr, 16)));
         i += 2;
@@ -206,7 +250,8 @@ class SchemaCompiler {
   void check_keywords(const Json& s, const std::string& path) {
     for (auto& [k, v] : s.items()) {
       if (unsupported_keywords().count(k)) fail(path, "unsupported keyword '" + k + "'");
-      if (k == "uniqueItems" && v.is_boolean() && v.get<bool>()) fail(path, "unsupported keyword 'uniqueItems'");
+      if (k == "uniqueItems" && v.is_boolean() && v.get<bool>())
+        fail(path, "unsupported keyword 'uniqueItems'");
     }
   }
 
@@ -230,7 +275,8 @@ class SchemaCompiler {
           if (!mine.contains(name)) {
             mine[name] = sub;
           } else {
-            mine[name] = merge(flatten(mine[name], path, depth + 1), flatten(sub, path, depth + 1), path, depth + 1);
+            mine[name] =
+                merge(flatten(mine[name], path, depth + 1), flatten(sub, path, depth + 1), path, depth + 1);
           }
         }
       } else if (k == "type") {
@@ -238,8 +284,10 @@ class SchemaCompiler {
         Json both = Json::array();
         for (const auto& t : as_list(mine)) {
           for (const auto& u : as_list(v)) {
-            if (t == u || (t == "number" && u == "integer")) both.push_back(u);
-            else if (t == "integer" && u == "number") both.push_back(t);
+            if (t == u || (t == "number" && u == "integer"))
+              both.push_back(u);
+            else if (t == "integer" && u == "number")
+              both.push_back(t);
           }
         }
         if (both.empty()) fail(path, "allOf: no type satisfies every member");
@@ -250,9 +298,11 @@ class SchemaCompiler {
         mine = merge(flatten(mine, path, depth + 1), flatten(v, path, depth + 1), path, depth + 1);
       } else if (k == "additionalProperties" && mine.is_boolean() && v.is_boolean()) {
         mine = mine.get<bool>() && v.get<bool>();
-      } else if ((k == "minimum" || k == "minLength" || k == "minItems") && mine.is_number() && v.is_number()) {
+      } else if ((k == "minimum" || k == "minLength" || k == "minItems") && mine.is_number() &&
+                 v.is_number()) {
         if (v > mine) mine = v;
-      } else if ((k == "maximum" || k == "maxLength" || k == "maxItems") && mine.is_number() && v.is_number()) {
+      } else if ((k == "maximum" || k == "maxLength" || k == "maxItems") && mine.is_number() &&
+                 v.is_number()) {
         if (v < mine) mine = v;
       } else if (k == "enum" && mine.is_array() && v.is_array()) {
         Json both = Json::array();
@@ -325,7 +375,8 @@ class SchemaCompiler {
     std::vector<std::string> types;
     if (s.contains("type")) {
       const Json& t = s["type"];
-      if (t.is_string()) types.push_back(t.get<std::string>());
+      if (t.is_string())
+        types.push_back(t.get<std::string>());
       else if (t.is_array()) {
         for (const auto& x : t) {
           if (!x.is_string()) fail(path, "type list members must be strings");
@@ -351,14 +402,22 @@ class SchemaCompiler {
     }
     std::vector<ExprId> alts;
     for (const std::string& t : types) {
-      if (t == "null") alts.push_back(b_.literal("null"));
-      else if (t == "boolean") alts.push_back(b_.alt({b_.literal("true"), b_.literal("false")}));
-      else if (t == "integer") alts.push_back(integer(s, path));
-      else if (t == "number") alts.push_back(number(s, path));
-      else if (t == "string") alts.push_back(string(s, path));
-      else if (t == "array") alts.push_back(array(s, path));
-      else if (t == "object") alts.push_back(object_of(s, path));
-      else fail(path, "unknown type '" + t + "'");
+      if (t == "null")
+        alts.push_back(b_.literal("null"));
+      else if (t == "boolean")
+        alts.push_back(b_.alt({b_.literal("true"), b_.literal("false")}));
+      else if (t == "integer")
+        alts.push_back(integer(s, path));
+      else if (t == "number")
+        alts.push_back(number(s, path));
+      else if (t == "string")
+        alts.push_back(string(s, path));
+      else if (t == "array")
+        alts.push_back(array(s, path));
+      else if (t == "object")
+        alts.push_back(object_of(s, path));
+      else
+        fail(path, "unknown type '" + t + "'");
     }
     return b_.alt(std::move(alts));
   }
@@ -370,11 +429,13 @@ class SchemaCompiler {
 
   static bool type_matches(const Json& v, const std::vector<std::string>& types) {
     for (const auto& t : types) {
-      if ((t == "null" && v.is_null()) || (t == "boolean" && v.is_boolean()) || (t == "string" && v.is_string()) ||
-          (t == "number" && v.is_number()) || (t == "array" && v.is_array()) || (t == "object" && v.is_object())) {
+      if ((t == "null" && v.is_null()) || (t == "boolean" && v.is_boolean()) ||
+          (t == "string" && v.is_string()) || (t == "number" && v.is_number()) ||
+          (t == "array" && v.is_array()) || (t == "object" && v.is_object())) {
         return true;
       }
-      if (t == "integer" && (v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()))) {
+      if (t == "integer" && (v.is_number_integer() ||
+                             (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()))) {
         return true;
       }
     }
@@ -389,7 +450,8 @@ class SchemaCompiler {
       const auto c0 = static_cast<unsigned char>(text[i]);
       const size_t len = c0 < 0x80 ? 1 : c0 < 0xE0 ? 2 : c0 < 0xF0 ? 3 : 4;
       uint32_t cp = len == 1 ? c0 : len == 2 ? (c0 & 0x1F) : len == 3 ? (c0 & 0x0F) : (c0 & 0x07);
-      for (size_t k = 1; k < len && i + k < text.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+      for (size_t k = 1; k < len && i + k < text.size(); ++k)
+        cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
       if (cp >= 0x20 && cp < 0x7F) {
         parts.push_back(codepoint_set(b_, {{cp, cp}}, true));
       } else if (cp < 0x80) {
@@ -441,7 +503,8 @@ class SchemaCompiler {
   }
 
   ExprId list(char open, char close, const std::vector<ExprId>& members) {
-    if (members.empty()) return b_.seq({b_.byte(static_cast<uint8_t>(open)), ws_, b_.byte(static_cast<uint8_t>(close))});
+    if (members.empty())
+      return b_.seq({b_.byte(static_cast<uint8_t>(open)), ws_, b_.byte(static_cast<uint8_t>(close))});
     std::vector<ExprId> parts{b_.byte(static_cast<uint8_t>(open)), ws_};
     for (size_t i = 0; i < members.size(); ++i) {
       if (i) parts.push_back(sep());
@@ -458,28 +521,64 @@ class SchemaCompiler {
     const int obj = b_.new_rule("any-object");
     const int arr = b_.new_rule("any-array");
     ExprId member = b_.seq({plain_string(), colon(), b_.call(any_rule_)});
-    b_.define(obj, b_.seq({b_.byte('{'), ws_,
-                           b_.optional(b_.seq({member, b_.repeat(b_.seq({sep(), member}), 0, kUnbounded), ws_})),
-                           b_.byte('}')}));
+    b_.define(obj,
+              b_.seq({b_.byte('{'), ws_,
+                      b_.optional(b_.seq({member, b_.repeat(b_.seq({sep(), member}), 0, kUnbounded), ws_})),
+                      b_.byte('}')}));
     ExprId item = b_.call(any_rule_);
     b_.define(arr, b_.seq({b_.byte('['), ws_,
                            b_.optional(b_.seq({item, b_.repeat(b_.seq({sep(), item}), 0, kUnbounded), ws_})),
                            b_.byte(']')}));
-    b_.define(any_rule_, b_.alt({b_.call(obj), b_.call(arr), plain_string(), plain_number(), b_.literal("true"),
-                                 b_.literal("false"), b_.literal("null")}));
+    b_.define(any_rule_, b_.alt({b_.call(obj), b_.call(arr), plain_string(), plain_number(),
+                                 b_.literal("true"), b_.literal("false"), b_.literal("null")}));
     return b_.call(any_rule_);
   }
 
   ExprId string_char() {
     if (string_char_ >= 0) return string_char_;
     // Raw characters but `"`, `\` and control characters, then escapes.
-    ExprId raw = b_.alt({b_.bytes({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}}), b_.codepoints(0x80, 0x10FFFF)});
+    ExprId raw =
+        b_.alt({b_.bytes({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}}), b_.codepoints(0x80, 0x10FFFF)});
     ExprId hex = b_.bytes({{'0', '9'}, {'A', 'F'}, {'a', 'f'}});
-    ExprId esc = b_.seq({b_.byte('\\'), b_.alt({b_.bytes({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'}, {'f', 'f'},
-                                                          {'n', 'n'}, {'r', 'r'}, {'t', 't'}}),
+    ExprId esc = b_.seq({b_.byte('\\'), b_.alt({b_.bytes({{'"', '"'},
+                                                          {'\\', '\\'},
+                                                          {'/', '/'},
+                                                          {'b', 'b'},
+                                                          {'f', 'f'},
+                                                          {'n', 'n'},
+                                                          {'r', 'r'},
+                                                          {'t', 't'}}),
                                                 b_.seq({b_.byte('u'), b_.repeat(hex, 4, 4)})})});
     string_char_ = b_.alt({raw, esc});
     return string_char_;
+  }
+
+  // One character, leniently UTF-8 (lead byte and continuation count only: a tokenizer's text is valid
+  // UTF-8 anyway), with escapes: few states, for copying.
+  ExprId counted_char() {
+    if (counted_char_ >= 0) return counted_char_;
+    ExprId cont = b_.bytes({{0x80, 0xBF}});
+    ExprId hex = b_.bytes({{'0', '9'}, {'A', 'F'}, {'a', 'f'}});
+    counted_char_ = b_.alt(
+        {b_.bytes({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}}), b_.seq({b_.bytes({{0xC2, 0xDF}}), cont}),
+         b_.seq({b_.bytes({{0xE0, 0xEF}}), cont, cont}), b_.seq({b_.bytes({{0xF0, 0xF4}}), cont, cont, cont}),
+         b_.seq({b_.byte('\\'), b_.alt({b_.bytes({{'"', '"'},
+                                                  {'\\', '\\'},
+                                                  {'/', '/'},
+                                                  {'b', 'b'},
+                                                  {'f', 'f'},
+                                                  {'n', 'n'},
+                                                  {'r', 'r'},
+                                                  {'t', 't'}}),
+                                        b_.seq({b_.byte('u'), hex, hex, hex, hex})})})});
+    return counted_char_;
+  }
+
+  int char_rule() {
+    if (char_rule_ >= 0) return char_rule_;
+    char_rule_ = b_.new_rule("char");
+    b_.define(char_rule_, string_char());
+    return char_rule_;
   }
 
   ExprId plain_string() {
@@ -488,9 +587,11 @@ class SchemaCompiler {
 
   ExprId plain_number() {
     ExprId digits = b_.repeat(b_.bytes({{'0', '9'}}), 1, kUnbounded);
-    ExprId int_part = b_.alt({b_.byte('0'), b_.seq({b_.bytes({{'1', '9'}}), b_.repeat(b_.bytes({{'0', '9'}}), 0, kUnbounded)})});
+    ExprId int_part = b_.alt(
+        {b_.byte('0'), b_.seq({b_.bytes({{'1', '9'}}), b_.repeat(b_.bytes({{'0', '9'}}), 0, kUnbounded)})});
     return b_.seq({b_.optional(b_.byte('-')), int_part, b_.optional(b_.seq({b_.byte('.'), digits})),
-                   b_.optional(b_.seq({b_.bytes({{'e', 'e'}, {'E', 'E'}}), b_.optional(b_.bytes({{'+', '+'}, {'-', '-'}})), digits}))});
+                   b_.optional(b_.seq({b_.bytes({{'e', 'e'}, {'E', 'E'}}),
+                                       b_.optional(b_.bytes({{'+', '+'}, {'-', '-'}})), digits}))});
   }
 
   ExprId string(const Json& s, const std::string& path) {
@@ -499,7 +600,8 @@ class SchemaCompiler {
     if (s.contains("maxLength")) max_len = count(s["maxLength"], path, "maxLength");
     const bool has_length = min_len > 0 || max_len != kUnbounded;
     const char* format = nullptr;
-    if (s.contains("format") && s["format"].is_string()) format = format_regex(s["format"].get<std::string>());
+    if (s.contains("format") && s["format"].is_string())
+      format = format_regex(s["format"].get<std::string>());
     const bool has_pattern = s.contains("pattern");
     if ((has_pattern ? 1 : 0) + (format ? 1 : 0) + (has_length ? 1 : 0) > 1) {
       fail(path, has_pattern ? "pattern combined with format or minLength/maxLength is not supported"
@@ -508,24 +610,32 @@ class SchemaCompiler {
     if (has_pattern) {
       if (!s["pattern"].is_string()) fail(path, "pattern must be a string");
       try {
-        return b_.seq({b_.byte('"'), compile_regex(b_, s["pattern"].get<std::string>(), {true, true}), b_.byte('"')});
+        return b_.seq(
+            {b_.byte('"'), compile_regex(b_, s["pattern"].get<std::string>(), {true, true}), b_.byte('"')});
       } catch (const Error& e) {
         fail(path, e.what());
       }
     }
     if (format) return b_.seq({b_.byte('"'), compile_regex(b_, format, {true, false}), b_.byte('"')});
-    if (max_len != kUnbounded && max_len > 10000) fail(path, "maxLength above 10000 is not supported");
-    if (min_len > 10000) fail(path, "minLength above 10000 is not supported");
-    return b_.seq({b_.byte('"'), b_.repeat(string_char(), min_len, max_len), b_.byte('"')});
+    if (max_len != kUnbounded && max_len > 100000) fail(path, "maxLength above 100000 is not supported");
+    if (min_len > 100000) fail(path, "minLength above 100000 is not supported");
+    if (!has_length) return b_.seq({b_.byte('"'), b_.repeat(string_char(), 0, kUnbounded), b_.byte('"')});
+    // Counted characters: a compact character automaton copied per count, or for long bounds one call per
+    // character (fewer states; masks then need the stack at every character).
+    const int copies = max_len == kUnbounded ? min_len + 1 : max_len;
+    ExprId ch = copies > 64 ? b_.call(char_rule()) : counted_char();
+    return b_.seq({b_.byte('"'), b_.repeat(ch, min_len, max_len), b_.byte('"')});
   }
 
   static int count(const Json& v, const std::string& path, const char* key) {
-    if (!v.is_number() || v.get<double>() < 0) fail(path, std::string(key) + " must be a non-negative number");
+    if (!v.is_number() || v.get<double>() < 0)
+      fail(path, std::string(key) + " must be a non-negative number");
     return static_cast<int>(std::min(v.get<double>(), 1e9));
   }
 
   // Lower and upper bounds rounded to integers for an integer instance (exclusive folded in).
-  void int_bounds(const Json& s, const std::string& path, std::optional<int64_t>& lo, std::optional<int64_t>& hi) {
+  void int_bounds(const Json& s, const std::string& path, std::optional<int64_t>& lo,
+                  std::optional<int64_t>& hi) {
     auto num = [&](const char* key) -> std::optional<double> {
       if (!s.contains(key) || s[key].is_boolean()) return std::nullopt;
       if (!s[key].is_number()) fail(path, std::string(key) + " must be a number");
@@ -568,7 +678,8 @@ class SchemaCompiler {
       if (!s.contains(key) || s[key].is_boolean()) return std::nullopt;
       if (!s[key].is_number()) fail(path, std::string(key) + " must be a number");
       const double d = s[key].get<double>();
-      if (std::floor(d) != d || std::fabs(d) > 9e15) fail(path, std::string(key) + " on a number must be an integer");
+      if (std::floor(d) != d || std::fabs(d) > 9e15)
+        fail(path, std::string(key) + " on a number must be an integer");
       return Bound{static_cast<int64_t>(d), false};
     };
     auto flag = [&](const char* key) { return s.contains(key) && s[key].is_boolean() && s[key].get<bool>(); };
@@ -618,10 +729,14 @@ class SchemaCompiler {
     };
     auto with = [&](ExprId ip, Frac f) {
       switch (f) {
-        case kAny: return b_.seq({ip, frac_any});
-        case kZero: return b_.seq({ip, frac_zero});
-        case kNonzero: return b_.seq({ip, frac_nonzero});
-        case kNone: break;
+        case kAny:
+          return b_.seq({ip, frac_any});
+        case kZero:
+          return b_.seq({ip, frac_zero});
+        case kNonzero:
+          return b_.seq({ip, frac_nonzero});
+        case kNone:
+          break;
       }
       return b_.nothing();
     };
@@ -631,7 +746,8 @@ class SchemaCompiler {
     if (lo) special.insert(lo->value);
     if (hi && hi->value >= 0) special.insert(hi->value);
     for (int64_t v : special) {
-      if (v >= 0) options.push_back(with(ir.nonneg(static_cast<uint64_t>(v), static_cast<uint64_t>(v)), frac_for(v)));
+      if (v >= 0)
+        options.push_back(with(ir.nonneg(static_cast<uint64_t>(v), static_cast<uint64_t>(v)), frac_for(v)));
     }
     // The integers strictly between the bounds take any fraction.
     const uint64_t from = lo ? a + 1 : 0;
@@ -665,7 +781,9 @@ class SchemaCompiler {
     int64_t hi = -1;
     if (s.contains("minItems")) lo = count(s["minItems"], path, "minItems");
     if (s.contains("maxItems")) hi = count(s["maxItems"], path, "maxItems");
-    if (!rest_allowed) hi = hi < 0 ? static_cast<int64_t>(prefix.size()) : std::min<int64_t>(hi, static_cast<int64_t>(prefix.size()));
+    if (!rest_allowed)
+      hi = hi < 0 ? static_cast<int64_t>(prefix.size())
+                  : std::min<int64_t>(hi, static_cast<int64_t>(prefix.size()));
     if (hi >= 0 && lo > hi) return b_.nothing();
     if (lo > 10000 || hi > 10000) fail(path, "minItems/maxItems above 10000 are not supported");
     auto element = [&](size_t i) {
@@ -693,19 +811,36 @@ class SchemaCompiler {
   // Any JSON string except the given ones (additional property names); keys containing escapes are left out
   // so that no spelling of a declared name can pass.
   ExprId string_except(const std::vector<std::string>& names) {
-    ExprId raw = b_.alt({b_.bytes({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}}), b_.codepoints(0x80, 0x10FFFF)});
-    ExprId any_rest = b_.seq({b_.repeat(raw, 0, kUnbounded), b_.byte('"')});
+    // Shared rules: the rest of a key once it left the trie, and a non-ASCII character followed by that.
+    if (key_rest_rule_ < 0) {
+      key_rest_rule_ = b_.new_rule("key-rest");
+      ExprId raw =
+          b_.alt({b_.bytes({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}}), b_.codepoints(0x80, 0x10FFFF)});
+      b_.define(key_rest_rule_, b_.seq({b_.repeat(raw, 0, kUnbounded), b_.byte('"')}));
+      key_nonascii_rule_ = b_.new_rule("key-nonascii-rest");
+      b_.define(key_nonascii_rule_, b_.seq({b_.codepoints(0x80, 0x10FFFF), b_.call(key_rest_rule_)}));
+    }
+    ExprId any_rest = b_.call(key_rest_rule_);
     // Trie over the names' bytes.
-    std::function<ExprId(const std::vector<std::string>&, size_t)> node = [&](const std::vector<std::string>& group,
-                                                                              size_t depth) -> ExprId {
+    std::function<ExprId(const std::vector<std::string>&, size_t)> node =
+        [&](const std::vector<std::string>& group, size_t depth) -> ExprId {
       std::vector<ExprId> options;
       bool is_name = false;
       std::map<uint8_t, std::vector<std::string>> by_byte;
       for (const auto& n : group) {
-        if (n.size() == depth) is_name = true;
-        else by_byte[static_cast<uint8_t>(n[depth])].push_back(n);
+        if (n.size() == depth)
+          is_name = true;
+        else
+          by_byte[static_cast<uint8_t>(n[depth])].push_back(n);
       }
       if (!is_name) options.push_back(b_.byte('"'));
+      bool mid_character = false;
+      for (auto& [byte, _] : by_byte) mid_character = mid_character || (byte >= 0x80 && byte < 0xC0);
+      if (mid_character) {  // inside a name's multi-byte character: only the names go on
+        options.clear();
+        for (auto& [byte, sub] : by_byte) options.push_back(b_.seq({b_.byte(byte), node(sub, depth + 1)}));
+        return b_.alt(std::move(options));
+      }
       // A character that leaves the trie: one whose first byte is no child's.
       std::vector<ExprId> leave;
       std::vector<ByteRange> ascii;
@@ -714,14 +849,22 @@ class SchemaCompiler {
           ascii.push_back({static_cast<uint8_t>(c), static_cast<uint8_t>(c)});
         }
       }
-      leave.push_back(b_.bytes(std::move(ascii)));
+      leave.push_back(b_.seq({b_.bytes(std::move(ascii)), any_rest}));
+      bool lead_in_trie = false;
+      for (auto& [byte, _] : by_byte) lead_in_trie = lead_in_trie || byte >= 0x80;
+      if (!lead_in_trie) {
+        leave.push_back(b_.call(key_nonascii_rule_));
+        options.push_back(b_.alt(std::move(leave)));
+        for (auto& [byte, sub] : by_byte) options.push_back(b_.seq({b_.byte(byte), node(sub, depth + 1)}));
+        return b_.alt(std::move(options));
+      }
       auto first_cp = [](uint32_t lead) {
-        return lead < 0xE0 ? std::max<uint32_t>((lead & 0x1F) << 6, 0x80)
+        return lead < 0xE0   ? std::max<uint32_t>((lead & 0x1F) << 6, 0x80)
                : lead < 0xF0 ? std::max<uint32_t>((lead & 0x0F) << 12, 0x800)
                              : std::max<uint32_t>((lead & 0x07) << 18, 0x10000);
       };
       auto last_cp = [](uint32_t lead) {
-        return lead < 0xE0 ? (((lead & 0x1F) << 6) | 0x3F)
+        return lead < 0xE0   ? (((lead & 0x1F) << 6) | 0x3F)
                : lead < 0xF0 ? (((lead & 0x0F) << 12) | 0xFFF)
                              : (((lead & 0x07) << 18) | 0x3FFFF);
       };
@@ -729,10 +872,10 @@ class SchemaCompiler {
         if (by_byte.count(static_cast<uint8_t>(c))) continue;
         uint32_t end = c;
         while (end < 0xF4 && !by_byte.count(static_cast<uint8_t>(end + 1))) ++end;
-        leave.push_back(b_.codepoints(first_cp(c), last_cp(end)));
+        leave.push_back(b_.seq({b_.codepoints(first_cp(c), last_cp(end)), any_rest}));
         c = end;
       }
-      if (!leave.empty()) options.push_back(b_.seq({b_.alt(std::move(leave)), any_rest}));
+      options.push_back(b_.alt(std::move(leave)));
       for (auto& [byte, sub] : by_byte) options.push_back(b_.seq({b_.byte(byte), node(sub, depth + 1)}));
       return b_.alt(std::move(options));
     };
@@ -813,6 +956,10 @@ class SchemaCompiler {
   GrammarBuilder b_;
   ExprId ws_;
   ExprId string_char_ = -1;
+  ExprId counted_char_ = -1;
+  int char_rule_ = -1;
+  int key_rest_rule_ = -1;
+  int key_nonascii_rule_ = -1;
   int any_rule_ = -1;
   std::map<const Json*, int> rule_of_;
   std::deque<Json> kept_;

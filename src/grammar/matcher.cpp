@@ -12,9 +12,14 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
   for (int32_t id : end_ids_) {
     if (id < 0 || static_cast<size_t>(id) >= bytes_.size()) throw Error("end token id out of the vocabulary");
   }
+  std::fill(std::begin(byte_token_), std::end(byte_token_), -1);
+  for (size_t id = bytes_.size(); id-- > 0;) {
+    if (bytes_[id].size() == 1) byte_token_[static_cast<uint8_t>(bytes_[id][0])] = static_cast<int32_t>(id);
+  }
   std::vector<int32_t> sorted;
   for (size_t id = 0; id < bytes_.size(); ++id) {
-    if (!bytes_[id].empty() && std::find(end_ids_.begin(), end_ids_.end(), static_cast<int32_t>(id)) == end_ids_.end()) {
+    if (!bytes_[id].empty() &&
+        std::find(end_ids_.begin(), end_ids_.end(), static_cast<int32_t>(id)) == end_ids_.end()) {
       sorted.push_back(static_cast<int32_t>(id));
     }
   }
@@ -141,6 +146,24 @@ struct TrieWalker {
       const uint8_t byte = nodes[c].byte;
       const size_t frames_save = frames.size();
       const size_t out_begin = pool.size();
+      if (end - begin == 1) {
+        // Fast path (most of a walk inside strings and numbers): one head whose next state only consumes.
+        const Head h = pool[begin];
+        const int64_t t = g.next(h.state, byte);
+        if (t < 0) continue;
+        const Grammar::State& ts = g.states[static_cast<size_t>(t)];
+        if (ts.closure_end - ts.closure_begin == 1 && g.closure[ts.closure_begin] == t && !ts.final &&
+            ts.call_rule < 0) {
+          pool.push_back({static_cast<uint32_t>(t), h.frame});
+          for (uint32_t k = nodes[c].tokens_begin; k < nodes[c].tokens_end; ++k) {
+            const auto id = static_cast<uint32_t>(v.tokens()[k]);
+            bits[id >> 6] |= uint64_t{1} << (id & 63);
+          }
+          walk(c, out_begin, out_begin + 1, under_cd);
+          pool.resize(out_begin);
+          continue;
+        }
+      }
       Stepper st{g, frames, pool, out_begin, frames_save, cd_nodes != nullptr};
       for (size_t i = begin; i < end; ++i) {
         const Head h = pool[i];
@@ -199,6 +222,37 @@ const CompiledGrammar::StateMask& CompiledGrammar::state_mask(uint32_t state) co
   TrieWalker w{grammar_, *vocab_, frames, {{state, 0}}, m->bits, &m->cd_nodes};
   w.walk(0, 0, 1, false);
   return *masks_.emplace(state, std::move(m)).first->second;
+}
+
+const std::vector<uint32_t>& CompiledGrammar::distances() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!distances_.empty()) return distances_;
+  constexpr uint32_t kInf = UINT32_MAX / 4;
+  const Grammar& g = grammar_;
+  std::vector<uint32_t> d(g.states.size(), kInf);
+  // Relaxation to a fixed point (calls make it recursive); every pass can only lower distances.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t s = g.states.size(); s-- > 0;) {
+      uint32_t best = d[s];
+      const Grammar::State& st = g.states[s];
+      for (uint32_t k = st.closure_begin; k < st.closure_end; ++k) {
+        const uint32_t c = g.closure[k];
+        const Grammar::State& cs = g.states[c];
+        if (cs.final) best = 0;
+        if (cs.edges_end > cs.edges_begin) best = std::min(best, 1 + d[g.edges[cs.edges_begin].to]);
+        if (cs.call_rule >= 0) {
+          best = std::min(best, d[g.rule_start[static_cast<size_t>(cs.call_rule)]] + d[cs.call_next]);
+        }
+      }
+      if (best < d[s]) {
+        d[s] = best;
+        changed = true;
+      }
+    }
+  }
+  distances_ = std::move(d);
+  return distances_;
 }
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
@@ -304,6 +358,74 @@ size_t GrammarMatcher::fill_mask(std::vector<uint64_t>& bits) const {
   }
   size_t count = 0;
   for (uint64_t w : bits) count += static_cast<size_t>(std::popcount(w));
+  return count;
+}
+
+uint32_t GrammarMatcher::min_completion_bytes() const {
+  if (accepting_ || ended_) return 0;
+  const auto& d = compiled_->distances();
+  uint32_t best = UINT32_MAX;
+  for (const Head& h : heads_) {
+    // A head's other moves (ending its rule, calls) are heads of their own already: only its byte counts.
+    const Grammar::State& st = g().states[h.state];
+    uint64_t total = 1 + static_cast<uint64_t>(d[g().edges[st.edges_begin].to]);
+    for (uint32_t f = h.frame; f != 0; f = frames_[f].parent) total += d[frames_[f].ret];
+    best = static_cast<uint32_t>(std::min<uint64_t>(best, total));
+  }
+  return best;
+}
+
+size_t GrammarMatcher::restrict_to_shortest(std::vector<uint64_t>& bits) const {
+  std::vector<uint64_t> keep(bits.size(), 0);
+  auto set = [&](int32_t id) {
+    if (id >= 0) keep[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+  };
+  if (accepting_) {
+    for (int32_t id : compiled_->vocab().end_ids()) set(id);
+  } else {
+    const auto& d = compiled_->distances();
+    const uint32_t target = min_completion_bytes();
+    for (const Head& h : heads_) {
+      uint64_t below = 0;
+      for (uint32_t f = h.frame; f != 0; f = frames_[f].parent) below += d[frames_[f].ret];
+      const Grammar::State& st = g().states[h.state];
+      if (st.edges_end == st.edges_begin) continue;
+      const uint32_t to = g().edges[st.edges_begin].to;
+      if (1 + d[to] + below != target) continue;
+      for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) {
+        for (uint32_t b = g().edges[e].lo; b <= g().edges[e].hi; ++b)
+          set(compiled_->vocab().byte_token(static_cast<uint8_t>(b)));
+      }
+    }
+  }
+  size_t count = 0;
+  for (size_t w = 0; w < bits.size(); ++w) {
+    bits[w] &= keep[w];
+    count += static_cast<size_t>(std::popcount(bits[w]));
+  }
+  return count;
+}
+
+size_t GrammarMatcher::restrict_to_budget(std::vector<uint64_t>& bits, uint32_t bytes_after) const {
+  const TokenVocab& v = compiled_->vocab();
+  size_t count = 0;
+  for (size_t w = 0; w < bits.size(); ++w) {
+    for (uint64_t word = bits[w]; word != 0; word &= word - 1) {
+      const auto id = static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(word)));
+      bool keep = false;
+      if (std::find(v.end_ids().begin(), v.end_ids().end(), id) != v.end_ids().end()) {
+        keep = true;  // an end token (in the mask only when the grammar can end)
+      } else {
+        GrammarMatcher after = *this;
+        keep = after.advance(v.bytes(id)) && after.min_completion_bytes() <= bytes_after;
+      }
+      if (keep) {
+        ++count;
+      } else {
+        bits[w] &= ~(uint64_t{1} << (id & 63));
+      }
+    }
+  }
   return count;
 }
 

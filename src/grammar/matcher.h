@@ -42,6 +42,8 @@ class TokenVocab {
     uint8_t byte;  // the byte on the edge from the parent
     uint8_t depth;
   };
+  // The token spelling exactly byte b, or -1.
+  int32_t byte_token(uint8_t b) const { return byte_token_[b]; }
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<uint32_t>& children() const { return children_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
@@ -52,6 +54,7 @@ class TokenVocab {
   std::vector<Node> nodes_;
   std::vector<uint32_t> children_;
   std::vector<int32_t> tokens_;
+  int32_t byte_token_[256];
 };
 
 struct Frame {
@@ -76,12 +79,15 @@ class CompiledGrammar {
     std::vector<uint32_t> cd_nodes;  // trie nodes where the rule may return: walk them with the stack
   };
   const StateMask& state_mask(uint32_t state) const;
+  // Per state, the fewest bytes that reach the end of its rule (calls included); computed on first use.
+  const std::vector<uint32_t>& distances() const;
 
  private:
   Grammar grammar_;
   std::shared_ptr<const TokenVocab> vocab_;
   mutable std::mutex mutex_;
   mutable std::unordered_map<uint32_t, std::unique_ptr<StateMask>> masks_;
+  mutable std::vector<uint32_t> distances_;
 };
 
 class GrammarMatcher {
@@ -108,6 +114,17 @@ class GrammarMatcher {
   bool allows_token(int32_t id) const;
 
   size_t head_count() const { return heads_.size(); }
+
+  // Budget steering. The fewest bytes that complete the grammar from here (0 when it can end now).
+  uint32_t min_completion_bytes() const;
+  // Narrows `bits` (a fill_mask result) to the steps of a shortest completion: the end tokens when the
+  // grammar can end, else the single-byte tokens that start a shortest completion. One token per byte then
+  // finishes within min_completion_bytes() + 1 tokens. Returns the number allowed.
+  size_t restrict_to_shortest(std::vector<uint64_t>& bits) const;
+  // Narrows `bits` to the tokens after which the grammar can still complete within `bytes_after` bytes
+  // (each token is run through a copy of the matcher: meant for the last few steps of a budget). Returns
+  // the number allowed.
+  size_t restrict_to_budget(std::vector<uint64_t>& bits, uint32_t bytes_after) const;
 
  private:
   const Grammar& g() const { return *grammar_ptr_; }

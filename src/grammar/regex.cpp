@@ -46,8 +46,9 @@ const CpRanges& word_class() {
   return r;
 }
 const CpRanges& space_class() {
-  static const CpRanges r{{'\t', '\r'}, {' ', ' '},       {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
-                          {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+  static const CpRanges r{{'\t', '\r'},     {' ', ' '},       {0xA0, 0xA0},     {0x1680, 0x1680},
+                          {0x2000, 0x200A}, {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F},
+                          {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
   return r;
 }
 
@@ -86,7 +87,8 @@ class Parser {
   }
   bool peek(char c) const { return i_ < p_.size() && p_[i_] == c; }
 
-  // A sequence up to '|' or ')' or the end. `end_anchor`: non-null at top level, where a final '$' is allowed.
+  // A sequence up to '|' or ')' or the end. `end_anchor`: non-null at top level, where a final '$' is
+  // allowed.
   ExprId parse_sequence(bool* end_anchor) {
     std::vector<ExprId> parts;
     while (i_ < p_.size() && p_[i_] != '|' && p_[i_] != ')') {
@@ -184,7 +186,8 @@ class Parser {
     int len = c0 < 0x80 ? 1 : c0 < 0xE0 ? 2 : c0 < 0xF0 ? 3 : 4;
     if (i_ + static_cast<size_t>(len) > p_.size()) fail("invalid UTF-8");
     uint32_t cp = len == 1 ? c0 : len == 2 ? (c0 & 0x1F) : len == 3 ? (c0 & 0x0F) : (c0 & 0x07);
-    for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(p_[i_ + static_cast<size_t>(k)]) & 0x3F);
+    for (int k = 1; k < len; ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(p_[i_ + static_cast<size_t>(k)]) & 0x3F);
     i_ += static_cast<size_t>(len);
     return cp;
   }
@@ -194,19 +197,45 @@ class Parser {
     if (i_ >= p_.size()) fail("trailing backslash");
     const char c = p_[i_++];
     switch (c) {
-      case 'd': cls = digit_class(); return true;
-      case 'D': cls = negate(digit_class()); return true;
-      case 'w': cls = word_class(); return true;
-      case 'W': cls = negate(word_class()); return true;
-      case 's': cls = space_class(); return true;
-      case 'S': cls = negate(space_class()); return true;
-      case 'n': cp = '\n'; return false;
-      case 't': cp = '\t'; return false;
-      case 'r': cp = '\r'; return false;
-      case 'f': cp = '\f'; return false;
-      case 'v': cp = '\v'; return false;
-      case '0': cp = 0; return false;
-      case 'x': cp = read_hex(2); return false;
+      case 'd':
+        cls = digit_class();
+        return true;
+      case 'D':
+        cls = negate(digit_class());
+        return true;
+      case 'w':
+        cls = word_class();
+        return true;
+      case 'W':
+        cls = negate(word_class());
+        return true;
+      case 's':
+        cls = space_class();
+        return true;
+      case 'S':
+        cls = negate(space_class());
+        return true;
+      case 'n':
+        cp = '\n';
+        return false;
+      case 't':
+        cp = '\t';
+        return false;
+      case 'r':
+        cp = '\r';
+        return false;
+      case 'f':
+        cp = '\f';
+        return false;
+      case 'v':
+        cp = '\v';
+        return false;
+      case '0':
+        cp = 0;
+        return false;
+      case 'x':
+        cp = read_hex(2);
+        return false;
       case 'u':
         if (peek('{')) fail("\\u{...} escapes are not supported");
         cp = read_hex(4);
@@ -217,11 +246,15 @@ class Parser {
           return false;
         }
         fail("word boundaries (\\b) are not supported");
-      case 'B': fail("word boundaries (\\B) are not supported");
-      case 'c': fail("control escapes (\\c) are not supported");
+      case 'B':
+        fail("word boundaries (\\B) are not supported");
+      case 'c':
+        fail("control escapes (\\c) are not supported");
       case 'p':
-      case 'P': fail("Unicode property escapes (\\p) are not supported");
-      case 'k': fail("named backreferences are not supported");
+      case 'P':
+        fail("Unicode property escapes (\\p) are not supported");
+      case 'k':
+        fail("named backreferences are not supported");
       default:
         if (c >= '1' && c <= '9') fail("backreferences are not supported");
         if (std::isalnum(static_cast<unsigned char>(c))) fail(std::string("unknown escape \\") + c);
@@ -337,7 +370,8 @@ std::string hex4(uint32_t v, bool upper) {
 
 }  // namespace
 
-ExprId codepoint_set(GrammarBuilder& b, const std::vector<std::pair<uint32_t, uint32_t>>& ranges, bool json_string) {
+ExprId codepoint_set(GrammarBuilder& b, const std::vector<std::pair<uint32_t, uint32_t>>& ranges,
+                     bool json_string) {
   std::vector<ExprId> options;
   for (auto [lo, hi] : ranges) {
     if (!json_string) {
@@ -351,7 +385,12 @@ ExprId codepoint_set(GrammarBuilder& b, const std::vector<std::pair<uint32_t, ui
       if (a <= z) options.push_back(b.codepoints(a, z));
     }
     for (uint32_t c = lo; c <= std::min<uint32_t>(hi, 0x1F); ++c) {
-      const char* short_form = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : nullptr;
+      const char* short_form = c == '\n'   ? "\\n"
+                               : c == '\t' ? "\\t"
+                               : c == '\r' ? "\\r"
+                               : c == '\b' ? "\\b"
+                               : c == '\f' ? "\\f"
+                                           : nullptr;
       std::vector<ExprId> forms{b.literal(hex4(c, false))};
       if (hex4(c, true) != hex4(c, false)) forms.push_back(b.literal(hex4(c, true)));
       if (short_form) forms.push_back(b.literal(short_form));

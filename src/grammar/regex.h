@@ -24,6 +24,7 @@ ExprId compile_regex(GrammarBuilder& b, std::string_view pattern, const RegexOpt
 
 // One code point range in [lo, hi] as a grammar expression; with json_string, characters JSON escapes are
 // matched escaped (`\"`, `\\`, `\n`, `\u001f`...).
-ExprId codepoint_set(GrammarBuilder& b, const std::vector<std::pair<uint32_t, uint32_t>>& ranges, bool json_string);
+ExprId codepoint_set(GrammarBuilder& b, const std::vector<std::pair<uint32_t, uint32_t>>& ranges,
+                     bool json_string);
 
 }  // namespace spark::grammar

@@ -95,6 +95,7 @@ void parse_common(const ordered_json& body, CommonRequest& r) {
     r.max_tokens_given = true;
   }
   r.n = static_cast<int>(integer(body, "n", 1, 1, 16));
+  r.structured = parse_structured_output(body);
   r.stream = boolean(body, "stream", false);
   if (const ordered_json* so = field(body, "stream_options")) {
     if (!so->is_object()) bad("stream_options", "must be an object");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "server/structured_output.h"
 #include "spark/engine.h"
 
 namespace spark {
@@ -22,6 +23,7 @@ struct CommonRequest {
   bool include_usage = false;
   std::vector<std::string> stop;
   bool return_token_ids = false;
+  std::optional<StructuredOutput> structured;  // response_format / structured_outputs / guided_*
 };
 
 enum class ToolChoiceMode { kAuto, kNone, kRequired, kNamed };

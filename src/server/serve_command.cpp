@@ -62,6 +62,7 @@ int run_server(ServerOptions o) {
       std::unique_ptr<Tokenizer> tokenizer;
       std::unique_ptr<PromptBuilder> prompts;
       std::shared_ptr<const ConstraintVocab> constraint_vocab;
+      std::shared_ptr<const grammar::TokenVocab> grammar_vocab;
     };
     const ModelConfig& cfg = checkpoint->config();
     auto text_side = std::async(std::launch::async, [&dir, &o, &cfg] {
@@ -73,6 +74,13 @@ int run_server(ServerOptions o) {
         if (t.tokenizer->contains(id))
           texts[static_cast<size_t>(id)] = std::string(t.tokenizer->token_bytes(id));
       }
+      // Structured outputs never pick an added token (chat markers, <think>, <tool_call>...) for its text.
+      std::vector<std::string> grammar_texts(texts.size());
+      for (int32_t id = 0; id < cfg.vocab_size; ++id) {
+        if (t.tokenizer->contains(id) && !t.tokenizer->is_added(id)) grammar_texts[static_cast<size_t>(id)] = texts[static_cast<size_t>(id)];
+      }
+      t.grammar_vocab = std::make_shared<const grammar::TokenVocab>(std::move(grammar_texts),
+                                                                    std::vector<int32_t>{cfg.eos_token_id});
       t.constraint_vocab =
           std::make_shared<const ConstraintVocab>(std::move(texts), std::vector<int32_t>{cfg.eos_token_id});
       return t;
@@ -89,6 +97,7 @@ int run_server(ServerOptions o) {
     ctx->tokenizer = std::move(text.tokenizer);
     ctx->prompts = std::move(text.prompts);
     ctx->constraint_vocab = std::move(text.constraint_vocab);
+    ctx->grammar_vocab = std::move(text.grammar_vocab);
     ctx->served_model_name = !o.served_model_name.empty() ? o.served_model_name
                              : o.model_dir.empty()        ? "spark-demo"
                                                           : dir.filename().string();

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "grammar/matcher.h"
 #include "server/metrics.h"
 #include "server/prompt_builder.h"
 #include "spark/engine.h"
@@ -40,6 +41,7 @@ struct ServerContext {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<PromptBuilder> prompts;
   std::shared_ptr<const ConstraintVocab> constraint_vocab;  // token texts, for constrained decoding
+  std::shared_ptr<const grammar::TokenVocab> grammar_vocab;  // the same for structured outputs (no specials)
   ServerMetrics metrics;
   std::atomic<bool> ready{false};
 };

@@ -34,21 +34,23 @@ std::string compile_error(const std::string& schema) {
 TEST(JsonSchemaGrammar, Types) {
   check(R"({"type": "null"})", {{"null"}, {"nul", "0", "\"null\""}});
   check(R"({"type": "boolean"})", {{"true", "false"}, {"1", "True", "null"}});
-  check(R"({"type": "integer"})", {{"0", "-7", "12345678901234567890"}, {"01", "1.5", "-", "1e3", "-0", "+1"}});
+  check(R"({"type": "integer"})",
+        {{"0", "-7", "12345678901234567890"}, {"01", "1.5", "-", "1e3", "-0", "+1"}});
   check(R"({"type": "number"})", {{"0", "-0.5", "1e10", "2.5E-3", "-0"}, {".5", "1.", "01", "1e", "--1"}});
-  check(R"({"type": "string"})",
-        {{R"("")", R"("a b")", R"("\u00e9\n\"\\")", "\"\xC3\xA9\""}, {R"("a)", R"("\x")", "\"a\nb\"", "\"\x01\""}});
+  check(R"({"type": "string"})", {{R"("")", R"("a b")", R"("\u00e9\n\"\\")", "\"\xC3\xA9\""},
+                                  {R"("a)", R"("\x")", "\"a\nb\"", "\"\x01\""}});
   check(R"({"type": ["string", "null"]})", {{"null", R"("x")"}, {"1", "true"}});
   check(R"({})", {{"1", "[1, {\"a\": null}]", R"({"x": [true]})"}, {"[1,", "{\"a\"}"}});
   check(R"(true)", {{"[]", "\"s\""}, {"]"}});
 }
 
 TEST(JsonSchemaGrammar, PropertiesRequiredAndOrder) {
-  const std::string s = R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
+  const std::string s =
+      R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
                            "c": {"type": "boolean"}}, "required": ["a", "c"], "additionalProperties": false})";
   check(s, {{R"({"a": 1, "c": true})", R"({"a":1,"b":"x","c":false})", "{\n  \"a\": 1,\n  \"c\": true\n}"},
-            {R"({"a": 1})", R"({"c": true, "a": 1})", R"({"a": 1, "c": true, "d": 1})", R"({"a": "1", "c": true})",
-             R"({"a": 1, "c": true,})", R"({})"}});
+            {R"({"a": 1})", R"({"c": true, "a": 1})", R"({"a": 1, "c": true, "d": 1})",
+             R"({"a": "1", "c": true})", R"({"a": 1, "c": true,})", R"({})"}});
 }
 
 TEST(JsonSchemaGrammar, AdditionalProperties) {
@@ -69,13 +71,15 @@ TEST(JsonSchemaGrammar, Arrays) {
   check(R"({"type": "array", "items": [{"type": "string"}], "additionalItems": {"type": "boolean"}})",
         {{R"(["a", true, false])"}, {R"(["a", 1])"}});
   check(R"({"type": "array", "maxItems": 0})", {{"[]"}, {"[1]"}});
-  EXPECT_NE(compile_error(R"({"type": "array", "uniqueItems": true})").find("uniqueItems"), std::string::npos);
+  EXPECT_NE(compile_error(R"({"type": "array", "uniqueItems": true})").find("uniqueItems"),
+            std::string::npos);
   check(R"({"type": "array", "uniqueItems": false})", {{"[1, 1]"}, {}});
 }
 
 TEST(JsonSchemaGrammar, EnumAndConst) {
   check(R"({"enum": ["red", 3, null, {"k": [1]}]})",
-        {{R"("red")", "3", "null", R"({"k": [1]})", R"({ "k" : [ 1 ] })"}, {R"("blue")", "4", R"({"k": [2]})"}});
+        {{R"("red")", "3", "null", R"({"k": [1]})", R"({ "k" : [ 1 ] })"},
+         {R"("blue")", "4", R"({"k": [2]})"}});
   check(R"({"const": "caf\u00e9"})", {{"\"caf\xC3\xA9\"", R"("caf\u00e9")"}, {R"("cafe")"}});
   check(R"({"type": "string", "enum": ["a", 1]})", {{R"("a")"}, {"1"}});
 }
@@ -91,8 +95,9 @@ TEST(JsonSchemaGrammar, AnyOfOneOfAllOf) {
   check(R"({"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": false,
              "anyOf": [{"required": ["a"]}, {"required": ["b"]}]})",
         {{R"({"a": 1})", R"({"b": 2})", R"({"a": 1, "b": 2})"}, {R"({})"}});
-  EXPECT_NE(compile_error(R"({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]})").find("pattern"),
-            std::string::npos);
+  EXPECT_NE(
+      compile_error(R"({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]})").find("pattern"),
+      std::string::npos);
 }
 
 TEST(JsonSchemaGrammar, RefsAndRecursion) {
@@ -101,8 +106,9 @@ TEST(JsonSchemaGrammar, RefsAndRecursion) {
       "$ref": "#/$defs/node"})";
   check(tree, {{R"({"v": 1})", R"({"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}, {"v": 4}]})"},
                {R"({"v": 1, "kids": [{"kids": []}]})", R"({"v": 1, "kids": [{"v": "x"}]})"}});
-  check(R"({"definitions": {"s": {"type": "string"}}, "type": "array", "items": {"$ref": "#/definitions/s"}})",
-        {{R"(["a", "b"])"}, {"[1]"}});
+  check(
+      R"({"definitions": {"s": {"type": "string"}}, "type": "array", "items": {"$ref": "#/definitions/s"}})",
+      {{R"(["a", "b"])"}, {"[1]"}});
   check(R"({"type": "object", "properties": {"next": {"$ref": "#"}}, "additionalProperties": false})",
         {{R"({"next": {"next": {}}})"}, {R"({"next": 1})"}});
   EXPECT_NE(compile_error(R"({"$ref": "other.json#/a"})").find("$ref"), std::string::npos);
@@ -113,7 +119,8 @@ TEST(JsonSchemaGrammar, StringLengthPatternFormat) {
   check(R"({"type": "string", "minLength": 2, "maxLength": 3})",
         {{R"("ab")", R"("abc")", "\"\xC3\xA9\xC3\xA9\"", R"("\n\t")"}, {R"("a")", R"("abcd")"}});
   check(R"({"type": "string", "pattern": "^[A-Z]{2}-[0-9]+$"})", {{R"("AB-12")"}, {R"("AB-")", R"("ab-1")"}});
-  check(R"({"type": "string", "format": "date"})", {{R"("2024-02-29")"}, {R"("2024-13-01")", R"("24-01-01")"}});
+  check(R"({"type": "string", "format": "date"})",
+        {{R"("2024-02-29")"}, {R"("2024-13-01")", R"("24-01-01")"}});
   check(R"({"type": "string", "format": "date-time"})",
         {{R"("2024-01-01T10:20:30Z")", R"("2024-01-01T10:20:30.5+01:00")"}, {R"("2024-01-01 10:20")"}});
   check(R"({"type": "string", "format": "time"})", {{R"("23:59:59Z")"}, {R"("24:00:00Z")"}});
@@ -122,10 +129,13 @@ TEST(JsonSchemaGrammar, StringLengthPatternFormat) {
         {{R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567e89b12d3a456426614174000")"}});
   check(R"({"type": "string", "format": "uri"})", {{R"("https://example.com/a?b=c#d")"}, {R"("not a uri")"}});
   check(R"({"type": "string", "format": "ipv4"})", {{R"("192.168.0.1")"}, {R"("256.1.1.1")", R"("1.2.3")"}});
-  check(R"({"type": "string", "format": "ipv6"})", {{R"("::1")", R"("2001:db8::ff00:42:8329")"}, {R"(":::")"}});
-  check(R"({"type": "string", "format": "hostname"})", {{R"("a-b.example.org")"}, {R"("-a.org")", R"("a_b")"}});
+  check(R"({"type": "string", "format": "ipv6"})",
+        {{R"("::1")", R"("2001:db8::ff00:42:8329")"}, {R"(":::")"}});
+  check(R"({"type": "string", "format": "hostname"})",
+        {{R"("a-b.example.org")"}, {R"("-a.org")", R"("a_b")"}});
   check(R"({"type": "string", "format": "not-a-known-format"})", {{R"("anything")"}, {"1"}});
-  EXPECT_NE(compile_error(R"({"type": "string", "pattern": "a", "maxLength": 3})").find("pattern"), std::string::npos);
+  EXPECT_NE(compile_error(R"({"type": "string", "pattern": "a", "maxLength": 3})").find("pattern"),
+            std::string::npos);
 }
 
 TEST(JsonSchemaGrammar, IntegerBounds) {
@@ -147,13 +157,14 @@ TEST(JsonSchemaGrammar, NumberBounds) {
 }
 
 TEST(JsonSchemaGrammar, KeywordsItCannotEnforceAreNamed) {
-  for (const char* k : {"not", "if", "multipleOf", "minProperties", "maxProperties", "propertyNames", "contains",
-                        "dependentRequired", "patternProperties", "unevaluatedProperties"}) {
+  for (const char* k : {"not", "if", "multipleOf", "minProperties", "maxProperties", "propertyNames",
+                        "contains", "dependentRequired", "patternProperties", "unevaluatedProperties"}) {
     const std::string schema = std::string(R"({"type": "object", ")") + k + R"(": {}})";
     EXPECT_NE(compile_error(schema).find(k), std::string::npos) << k;
   }
   // Annotations are not errors.
-  check(R"({"title": "t", "description": "d", "examples": [1], "x-custom": 1, "type": "integer"})", {{"1"}, {}});
+  check(R"({"title": "t", "description": "d", "examples": [1], "x-custom": 1, "type": "integer"})",
+        {{"1"}, {}});
 }
 
 TEST(JsonSchemaGrammar, WhitespaceRunsAreBounded) {

@@ -18,10 +18,12 @@ constexpr int32_t kEnd = 0;
 std::shared_ptr<const TokenVocab> test_vocab() {
   std::vector<std::string> t{"<end>"};
   for (int b = 0; b < 256; ++b) t.push_back(std::string(1, static_cast<char>(b)));
-  for (const char* s : {"{\"", "\":", "\": ", "\", \"", "\"}", "\"]", "\"],", "}}", "]}", "true", "false", "null",
-                        "nul", "12", "0.", "e+", "-1", "\\u00", "\\n", "\\\"", "\xC3", "\xA9\"", "caf\xC3\xA9", "  ",
-                        "\n  ", " \"", "\",", "v\": ", "kids", "\"v\": 1", "abc", "2024-", "-01", "T10:", "Z\"",
-                        "[{", "}]", ", ", ",\"", "\"a", "a\"", "\"x\": {\"", "\xF0\x9F", "\x98\x80"}) {
+  for (const char* s :
+       {"{\"",   "\":",   "\": ",     "\", \"", "\"}",         "\"]",        "\"],",     "}}",      "]}",
+        "true",  "false", "null",     "nul",    "12",          "0.",         "e+",       "-1",      "\\u00",
+        "\\n",   "\\\"",  "\xC3",     "\xA9\"", "caf\xC3\xA9", "  ",         "\n  ",     " \"",     "\",",
+        "v\": ", "kids",  "\"v\": 1", "abc",    "2024-",       "-01",        "T10:",     "Z\"",     "[{",
+        "}]",    ", ",    ",\"",      "\"a",    "a\"",         "\"x\": {\"", "\xF0\x9F", "\x98\x80"}) {
     t.push_back(s);
   }
   std::mt19937 rng(7);
@@ -36,7 +38,9 @@ std::shared_ptr<const TokenVocab> test_vocab() {
   return std::make_shared<const TokenVocab>(std::move(t), std::vector<int32_t>{kEnd});
 }
 
-bool bit(const std::vector<uint64_t>& bits, int32_t id) { return (bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1; }
+bool bit(const std::vector<uint64_t>& bits, int32_t id) {
+  return (bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1;
+}
 
 void random_walks(const std::string& schema, int walks, int steps) {
   const auto vocab = test_vocab();
@@ -50,7 +54,8 @@ void random_walks(const std::string& schema, int walks, int steps) {
       std::vector<int32_t> allowed;
       for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
         const bool fast = bit(bits, id);
-        ASSERT_EQ(fast, m.allows_token(id)) << schema << " token " << id << " '" << vocab->bytes(id) << "' step " << s;
+        ASSERT_EQ(fast, m.allows_token(id))
+            << schema << " token " << id << " '" << vocab->bytes(id) << "' step " << s;
         if (fast) allowed.push_back(id);
       }
       ASSERT_EQ(n, allowed.size());
@@ -62,13 +67,15 @@ void random_walks(const std::string& schema, int walks, int steps) {
 }
 
 TEST(GrammarMatcher, MaskEqualsSlowReferenceOnRandomStates) {
-  random_walks(R"({"type": "object", "properties": {"v": {"type": "integer"}, "name": {"type": "string", "maxLength": 6},
+  random_walks(
+      R"({"type": "object", "properties": {"v": {"type": "integer"}, "name": {"type": "string", "maxLength": 6},
                  "tags": {"type": "array", "items": {"enum": ["a", "b", null]}, "maxItems": 3}},
                  "required": ["v"]})",
-               12, 40);
-  random_walks(R"({"anyOf": [{"type": "number", "minimum": -5, "maximum": 50}, {"type": "string", "format": "date"},
+      12, 40);
+  random_walks(
+      R"({"anyOf": [{"type": "number", "minimum": -5, "maximum": 50}, {"type": "string", "format": "date"},
                  {"type": "boolean"}]})",
-               12, 20);
+      12, 20);
   random_walks(R"({})", 10, 40);
 }
 
@@ -81,7 +88,8 @@ TEST(GrammarMatcher, MaskOnRecursiveSchema) {
 
 TEST(GrammarMatcher, EndTokenOnlyWhenComplete) {
   const auto vocab = test_vocab();
-  const auto g = std::make_shared<const CompiledGrammar>(compile_json_schema(R"({"type": "integer"})"), vocab);
+  const auto g =
+      std::make_shared<const CompiledGrammar>(compile_json_schema(R"({"type": "integer"})"), vocab);
   GrammarMatcher m(g);
   std::vector<uint64_t> bits;
   m.fill_mask(bits);
@@ -96,7 +104,8 @@ TEST(GrammarMatcher, EndTokenOnlyWhenComplete) {
 }
 
 TEST(GrammarMatcher, RejectedBytesLeaveTheStateAlone) {
-  const auto g = std::make_shared<const Grammar>(compile_json_schema(R"({"type": "string", "maxLength": 2})"));
+  const auto g =
+      std::make_shared<const Grammar>(compile_json_schema(R"({"type": "string", "maxLength": 2})"));
   GrammarMatcher m(g);
   EXPECT_TRUE(m.advance("\"a"));
   EXPECT_FALSE(m.advance("bc"));  // would be 3 characters
@@ -107,7 +116,8 @@ TEST(GrammarMatcher, RejectedBytesLeaveTheStateAlone) {
 
 TEST(GrammarMatcher, TokensMaySplitUtf8Characters) {
   const auto vocab = test_vocab();
-  const auto g = std::make_shared<const CompiledGrammar>(compile_json_schema(R"({"const": "caf\u00e9"})"), vocab);
+  const auto g =
+      std::make_shared<const CompiledGrammar>(compile_json_schema(R"({"const": "caf\u00e9"})"), vocab);
   GrammarMatcher m(g);
   ASSERT_TRUE(m.advance("\"caf"));
   std::vector<uint64_t> bits;
@@ -123,6 +133,54 @@ TEST(GrammarMatcher, TokensMaySplitUtf8Characters) {
   EXPECT_TRUE(bit(bits, tail));
   ASSERT_TRUE(m.accept_token(tail));
   EXPECT_TRUE(m.can_end());
+}
+
+}  // namespace
+}  // namespace spark::grammar
+
+namespace spark::grammar {
+namespace {
+
+// Budget steering: from any state, following restrict_to_shortest ends the grammar in exactly
+// min_completion_bytes() tokens, and the end token is then the only choice.
+TEST(GrammarMatcher, SteersToTheShortestCompletion) {
+  const auto vocab = test_vocab();
+  const std::string schema = R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 2},
+      "b": {"type": "array", "items": {"$ref": "#"}, "minItems": 1}, "c": {"enum": ["long-value", 12]}},
+      "required": ["a", "b", "c"], "additionalProperties": false})";
+  const auto g = std::make_shared<const CompiledGrammar>(compile_json_schema(schema), vocab);
+  std::mt19937 rng(5);
+  std::vector<uint64_t> bits;
+  for (int prefix = 0; prefix < 30; prefix += 3) {
+    GrammarMatcher m(g);
+    for (int s = 0; s < prefix; ++s) {  // a random start
+      m.fill_mask(bits);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 1; id < static_cast<int32_t>(vocab->size()); ++id) {
+        if (bit(bits, id)) allowed.push_back(id);
+      }
+      if (allowed.empty()) break;
+      ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
+    }
+    const uint32_t need = m.min_completion_bytes();
+    uint32_t used = 0;
+    while (!m.can_end()) {
+      m.fill_mask(bits);
+      ASSERT_GT(m.restrict_to_shortest(bits), 0u);
+      int32_t pick = -1;
+      for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()) && pick < 0; ++id) {
+        if (bit(bits, id)) pick = id;
+      }
+      ASSERT_EQ(vocab->bytes(pick).size(), 1u);
+      ASSERT_TRUE(m.accept_token(pick));
+      ++used;
+      ASSERT_LE(used, need);
+    }
+    EXPECT_EQ(used, need);
+    m.fill_mask(bits);
+    EXPECT_EQ(m.restrict_to_shortest(bits), 1u);
+    EXPECT_TRUE(bit(bits, kEnd));
+  }
 }
 
 }  // namespace

@@ -13,7 +13,9 @@
 namespace spark::grammar {
 namespace {
 
-bool full(const std::string& pattern, const std::string& text) { return grammar_matches(regex_grammar(pattern), text); }
+bool full(const std::string& pattern, const std::string& text) {
+  return grammar_matches(regex_grammar(pattern), text);
+}
 
 TEST(GrammarRegex, LiteralsClassesAndQuantifiers) {
   EXPECT_TRUE(full("abc", "abc"));
@@ -35,7 +37,9 @@ TEST(GrammarRegex, LiteralsClassesAndQuantifiers) {
   EXPECT_TRUE(full("\\d\\w\\s\\.", "7_ ."));
   EXPECT_FALSE(full("\\d", "a"));
   EXPECT_TRUE(full("\\D\\W\\S", "a-x"));
-  EXPECT_TRUE(full("a.c", "a\xC3\xA9""c"));  // . is one code point, however many bytes
+  EXPECT_TRUE(full("a.c",
+                   "a\xC3\xA9"
+                   "c"));  // . is one code point, however many bytes
   EXPECT_FALSE(full("a.c", "a\nc"));
   EXPECT_TRUE(full("[\\u00e0-\\u00ff]+", "\xC3\xA9\xC3\xA0"));
   EXPECT_TRUE(full("\\x41\\u0042", "AB"));
@@ -98,10 +102,10 @@ TEST(GrammarRegex, SchemaPatternSearchSemantics) {
   EXPECT_TRUE(ok("^a", "\"abbbc\""));
   EXPECT_FALSE(ok("c$|^x", "\"abbbcd\""));
   EXPECT_TRUE(ok("c$|^x", "\"xyz\""));
-  EXPECT_TRUE(ok("^a\"b$", "\"a\\\"b\""));   // the quote comes escaped
+  EXPECT_TRUE(ok("^a\"b$", "\"a\\\"b\""));  // the quote comes escaped
   EXPECT_FALSE(ok("^a\"b$", "\"a\"b\""));
   EXPECT_TRUE(ok("^a\\nb$", "\"a\\nb\""));
-  EXPECT_TRUE(ok("^[^x]$", "\"\\\\\""));     // a backslash, escaped
+  EXPECT_TRUE(ok("^[^x]$", "\"\\\\\""));  // a backslash, escaped
 }
 
 }  // namespace
