@@ -2,10 +2,13 @@
 // format, from a built-in config (configs/*.json) or any config.json.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "model/synthetic_checkpoint.h"
 #include "spark/error.h"
 #include "tokenizer/tokenizer_variants.h"
+#include "tokenizer/synthetic_tokenizer.h"
 #include "util/text_file.h"
 
 int main(int argc, char** argv) {
@@ -35,6 +38,9 @@ int main(int argc, char** argv) {
   app.add_option("--hf-repo-id", repo_id,
                  "Write as the Hugging Face hub cache holds a download of this repo (org/name); --out is "
                  "then the hub cache folder ($HF_HOME/hub)");
+  bool tokenizer_only = false;
+  app.add_flag("--tokenizer-only", tokenizer_only,
+               "Write only tokenizer.json and tokenizer_config.json for the config's vocabulary (no weights)");
   app.add_option("-o,--out", out, "Output folder")->required();
   std::string tokenizer_variant = "default";
   app.add_option("--tokenizer-variant", tokenizer_variant, "Form of tokenizer.json (same vocabulary and ids)")
@@ -44,6 +50,15 @@ int main(int argc, char** argv) {
     const std::string config_text = !config_path.empty()
                                         ? spark::read_text_file(config_path)
                                         : spark::builtin_config(preset.empty() ? "tiny" : preset);
+    if (tokenizer_only) {  // e.g. a 131072-entry vocabulary without its 3.4 GB of weights
+      const auto config = nlohmann::json::parse(config_text);
+      const int vocab = config.at("vocab_size").get<int>();
+      std::filesystem::create_directories(out);
+      spark::write_text_file(std::filesystem::path(out) / "tokenizer.json", spark::synthetic_tokenizer_json(vocab, seed) + "\n");
+      spark::write_text_file(std::filesystem::path(out) / "tokenizer_config.json",
+                             spark::synthetic_tokenizer_config_json(vocab, config.value("max_position_embeddings", 4096)) + "\n");
+      return 0;
+    }
     std::string upper = dtype == "bf16" ? "BF16" : dtype == "f16" ? "F16" : "F32";
     spark::SyntheticCheckpointOptions options{config_text, seed, upper, shards, {}};
     for (const auto& f : forms) spark::set_checkpoint_form(options.forms, f);

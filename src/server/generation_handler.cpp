@@ -309,9 +309,10 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   const bool calls_enabled = !r.tools.is_null() && r.tool_choice != ToolChoiceMode::kNone;
   const nlohmann::json tools = r.tools.is_null() ? nlohmann::json() : nlohmann::json::parse(r.tools.dump());
   const int eos = ctx.model->config().eos_token_id;
+  const auto grammar = r.structured ? compile_structured_output(*r.structured, ctx.grammar_vocab) : nullptr;
   submit_all(
       *g, r, prompt.ids,
-      [&] { return make_chat_logits_processor(r, prompt.thinking, *ctx.tokenizer, ctx.constraint_vocab, eos); },
+      [&] { return make_chat_logits_processor(r, prompt.thinking, *ctx.tokenizer, ctx.constraint_vocab, eos, grammar); },
       [&] {
         ChoiceConfig c;
         c.stop = r.stop;
@@ -431,8 +432,14 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
 
   auto g = std::make_shared<Generation>(ctx);
   g->prompt_ids = ids;
+  const auto grammar = r.structured ? compile_structured_output(*r.structured, ctx.grammar_vocab) : nullptr;
+  const int eos = ctx.model->config().eos_token_id;
   submit_all(
-      *g, r, ids, [] { return std::shared_ptr<LogitsProcessor>(); },
+      *g, r, ids,
+      [&] {
+        return grammar ? make_grammar_logits_processor(grammar, eos, r.sampling.max_tokens)
+                       : std::shared_ptr<LogitsProcessor>();
+      },
       [&] {
         ChoiceConfig c;
         c.stop = r.stop;

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "cli/grammar_check_command.h"
 #include "server/generate_command.h"
 #include "server/hw_command.h"
 #include "server/serve_command.h"
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   spark::add_generate_command(app, exit_code);
   spark::add_hw_command(app, exit_code);
   spark::add_tokenize_commands(app, exit_code);
+  spark::add_grammar_check_command(app, exit_code);
   try {
     app.parse(argc, argv);
     // No subcommand: serve.

@@ -127,6 +127,7 @@ void parse_common(const ordered_json& body, const RequestLimits& limits, const G
     r.max_tokens_given = true;
   }
   r.n = static_cast<int>(integer(body, "n", 1, 1, limits.max_n));
+  r.structured = parse_structured_output(body);
   r.stream = boolean(body, "stream", false);
   if (const ordered_json* so = field(body, "stream_options")) {
     if (!so->is_object()) bad("stream_options", "must be an object");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/generation_config.h"
+#include "server/structured_output.h"
 #include "spark/engine.h"
 
 namespace spark {
@@ -23,6 +24,7 @@ struct CommonRequest {
   bool include_usage = false;
   std::vector<std::string> stop;
   bool return_token_ids = false;
+  std::optional<StructuredOutput> structured;  // response_format / structured_outputs / guided_*
 };
 
 // Caps on what one request may ask for, each refused with a 400 naming the parameter. The server sets them

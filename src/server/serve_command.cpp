@@ -83,6 +83,7 @@ int run_server(ServerOptions o) {
       std::unique_ptr<Tokenizer> tokenizer;
       std::unique_ptr<PromptBuilder> prompts;
       std::shared_ptr<const ConstraintVocab> constraint_vocab;
+      std::shared_ptr<const grammar::TokenVocab> grammar_vocab;
     };
     const ModelConfig& cfg = checkpoint->config();
     if (o.generation_config == "auto") ctx->generation = load_generation_config(dir);
@@ -106,6 +107,13 @@ int run_server(ServerOptions o) {
         if (t.tokenizer->contains(id))
           texts[static_cast<size_t>(id)] = std::string(t.tokenizer->token_bytes(id));
       }
+      // Structured outputs never pick an added token (chat markers, <think>, <tool_call>...) for its text.
+      std::vector<std::string> grammar_texts(texts.size());
+      for (int32_t id = 0; id < cfg.vocab_size; ++id) {
+        if (t.tokenizer->contains(id) && !t.tokenizer->is_added(id)) grammar_texts[static_cast<size_t>(id)] = texts[static_cast<size_t>(id)];
+      }
+      t.grammar_vocab = std::make_shared<const grammar::TokenVocab>(std::move(grammar_texts),
+                                                                    eos_ids);
       t.constraint_vocab = std::make_shared<const ConstraintVocab>(std::move(texts), eos_ids);
       return t;
     });
@@ -123,6 +131,7 @@ int run_server(ServerOptions o) {
     ctx->tokenizer = std::move(text.tokenizer);
     ctx->prompts = std::move(text.prompts);
     ctx->constraint_vocab = std::move(text.constraint_vocab);
+    ctx->grammar_vocab = std::move(text.grammar_vocab);
     ctx->served_model_name = !o.served_model_name.empty() ? o.served_model_name
                              : o.model_dir.empty()        ? "spark-demo"
                              // A repo id is its own name (as vLLM), not the snapshot's revision hash.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/generation_config.h"
+#include "grammar/matcher.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/prompt_builder.h"
@@ -46,9 +47,9 @@ struct ServerContext {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<PromptBuilder> prompts;
-  std::shared_ptr<const ConstraintVocab> constraint_vocab;
-  GenerationConfig generation;  // request defaults from generation_config.json (empty with
-                                // --generation-config none)  // token texts, for constrained decoding
+  std::shared_ptr<const ConstraintVocab> constraint_vocab;  // token texts, for constrained decoding
+  std::shared_ptr<const grammar::TokenVocab> grammar_vocab;  // the same for structured outputs (no specials)
+  GenerationConfig generation;  // request defaults from generation_config.json (empty with --generation-config none)
   ServerMetrics metrics;
   std::atomic<bool> ready{false};
   // Graceful shutdown: `draining` refuses new work (503, /health too); `abort_generations` makes in-flight

@@ -1,0 +1,359 @@
+#include "grammar/grammar.h"
+
+#include <algorithm>
+
+#include "spark/error.h"
+
+namespace spark::grammar {
+
+GrammarBuilder::GrammarBuilder() {
+  empty_ = add({Node::kEmpty, {}, {}});
+  nothing_ = add({Node::kNothing, {}, {}});
+}
+
+ExprId GrammarBuilder::add(Node n) {
+  nodes_.push_back(std::move(n));
+  return static_cast<ExprId>(nodes_.size() - 1);
+}
+
+ExprId GrammarBuilder::bytes(std::vector<ByteRange> ranges) {
+  std::sort(ranges.begin(), ranges.end(), [](ByteRange a, ByteRange b) { return a.lo < b.lo; });
+  std::vector<ByteRange> merged;
+  for (ByteRange r : ranges) {
+    if (r.lo > r.hi) continue;
+    if (!merged.empty() && r.lo <= merged.back().hi + 1) {
+      merged.back().hi = std::max(merged.back().hi, r.hi);
+    } else {
+      merged.push_back(r);
+    }
+  }
+  if (merged.empty()) return nothing_;
+  return add({Node::kBytes, std::move(merged), {}});
+}
+
+ExprId GrammarBuilder::literal(std::string_view text) {
+  std::vector<ExprId> parts;
+  for (char c : text) parts.push_back(byte(static_cast<uint8_t>(c)));
+  return seq(std::move(parts));
+}
+
+namespace {
+
+// Splits [lo, hi] into ranges whose UTF-8 encodings have one length and share every byte but a suffix of
+// full continuation ranges, so each becomes a sequence of byte sets (the construction of Rust's
+// utf8-ranges).
+void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<ByteRange>>& out) {
+  static constexpr uint32_t kMax[] = {0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
+  if (lo > hi) return;
+  for (int n = 0; n < 3; ++n) {
+    if (lo <= kMax[n] && hi > kMax[n]) {
+      utf8_sequences(lo, kMax[n], out);
+      utf8_sequences(kMax[n] + 1, hi, out);
+      return;
+    }
+  }
+  if (hi <= 0x7F) {
+    out.push_back({{static_cast<uint8_t>(lo), static_cast<uint8_t>(hi)}});
+    return;
+  }
+  const int len = hi <= 0x7FF ? 2 : hi <= 0xFFFF ? 3 : 4;
+  for (int i = 1; i < len; ++i) {
+    const uint32_t m = (1u << (6 * i)) - 1;
+    if ((lo & ~m) != (hi & ~m)) {
+      if ((lo & m) != 0) {
+        utf8_sequences(lo, lo | m, out);
+        utf8_sequences((lo | m) + 1, hi, out);
+        return;
+      }
+      if ((hi & m) != m) {
+        utf8_sequences(lo, (hi & ~m) - 1, out);
+        utf8_sequences(hi & ~m, hi, out);
+        return;
+      }
+    }
+  }
+  auto encode = [len](uint32_t cp, uint8_t* b) {
+    if (len == 2) {
+      b[0] = static_cast<uint8_t>(0xC0 | (cp >> 6));
+      b[1] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+    } else if (len == 3) {
+      b[0] = static_cast<uint8_t>(0xE0 | (cp >> 12));
+      b[1] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+      b[2] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+    } else {
+      b[0] = static_cast<uint8_t>(0xF0 | (cp >> 18));
+      b[1] = static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F));
+      b[2] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+      b[3] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+    }
+  };
+  uint8_t a[4], b[4];
+  encode(lo, a);
+  encode(hi, b);
+  std::vector<ByteRange> seq;
+  for (int i = 0; i < len; ++i) seq.push_back({a[i], b[i]});
+  out.push_back(std::move(seq));
+}
+
+}  // namespace
+
+ExprId GrammarBuilder::codepoints(uint32_t lo, uint32_t hi) {
+  std::vector<std::vector<ByteRange>> seqs;
+  hi = std::min<uint32_t>(hi, 0x10FFFF);
+  if (lo <= 0xD7FF) utf8_sequences(lo, std::min<uint32_t>(hi, 0xD7FF), seqs);
+  if (hi >= 0xE000) utf8_sequences(std::max<uint32_t>(lo, 0xE000), hi, seqs);
+  std::vector<ExprId> options;
+  for (const auto& s : seqs) {
+    std::vector<ExprId> parts;
+    for (ByteRange r : s) parts.push_back(bytes({r}));
+    options.push_back(seq(std::move(parts)));
+  }
+  return alt(std::move(options));
+}
+
+ExprId GrammarBuilder::seq(std::vector<ExprId> parts) {
+  std::vector<ExprId> flat;
+  for (ExprId p : parts) {
+    if (p == nothing_) return nothing_;
+    if (p == empty_) continue;
+    if (node(p).kind == Node::kSeq) {
+      flat.insert(flat.end(), node(p).kids.begin(), node(p).kids.end());
+    } else {
+      flat.push_back(p);
+    }
+  }
+  if (flat.empty()) return empty_;
+  if (flat.size() == 1) return flat[0];
+  return add({Node::kSeq, {}, std::move(flat)});
+}
+
+ExprId GrammarBuilder::alt(std::vector<ExprId> options) {
+  std::vector<ExprId> kept;
+  for (ExprId o : options) {
+    if (o == nothing_) continue;
+    if (std::find(kept.begin(), kept.end(), o) == kept.end()) kept.push_back(o);
+  }
+  if (kept.empty()) return nothing_;
+  if (kept.size() == 1) return kept[0];
+  return add({Node::kAlt, {}, std::move(kept)});
+}
+
+ExprId GrammarBuilder::repeat(ExprId e, int min, int max) {
+  if (max != kUnbounded && max < min) return nothing_;
+  if (max == 0) return empty_;
+  if (e == empty_) return empty_;
+  if (e == nothing_) return min == 0 ? empty_ : nothing_;
+  if (min == 1 && max == 1) return e;
+  Node n{Node::kRepeat, {}, {e}};
+  n.min = min;
+  n.max = max;
+  return add(std::move(n));
+}
+
+ExprId GrammarBuilder::call(int rule) {
+  Node n{Node::kCall, {}, {}};
+  n.rule = rule;
+  return add(std::move(n));
+}
+
+int GrammarBuilder::new_rule(std::string name) {
+  rules_.push_back({std::move(name), -1});
+  return static_cast<int>(rules_.size() - 1);
+}
+
+void GrammarBuilder::define(int rule, ExprId body) {
+  rules_[static_cast<size_t>(rule)].body = body;
+}
+
+size_t GrammarBuilder::estimate_states(ExprId e) const {
+  const Node& n = node(e);
+  switch (n.kind) {
+    case Node::kEmpty:
+    case Node::kNothing:
+    case Node::kCall:
+      return 2;
+    case Node::kBytes:
+      return 2;
+    case Node::kSeq:
+    case Node::kAlt: {
+      size_t total = 2;
+      for (ExprId k : n.kids) total += estimate_states(k);
+      return total;
+    }
+    case Node::kRepeat: {
+      const size_t copies = n.max == kUnbounded ? static_cast<size_t>(n.min) + 1 : static_cast<size_t>(n.max);
+      return 2 + copies * (estimate_states(n.kids[0]) + 1);
+    }
+  }
+  return 2;
+}
+
+namespace {
+
+class Compiler {
+ public:
+  Compiler(const GrammarBuilder& b, size_t max_states) : b_(b), max_states_(max_states) {}
+
+  Grammar run(int root) {
+    g_.rule_start.assign(b_.rule_count(), UINT32_MAX);
+    for (const auto& r : b_.rules()) g_.rule_names.push_back(r.name);
+    g_.root_rule = static_cast<uint32_t>(root);
+    std::vector<int> todo{root};
+    g_.rule_start[static_cast<size_t>(root)] = 0;  // reserved below
+    while (!todo.empty()) {
+      const int r = todo.back();
+      todo.pop_back();
+      const ExprId body = b_.rules()[static_cast<size_t>(r)].body;
+      if (body < 0)
+        throw Error("grammar rule '" + b_.rules()[static_cast<size_t>(r)].name + "' is not defined");
+      pending_calls_.clear();
+      auto [s, e] = build(body);
+      g_.states[e].final = true;
+      g_.rule_start[static_cast<size_t>(r)] = s;
+      for (int callee : pending_calls_) {
+        if (g_.rule_start[static_cast<size_t>(callee)] == UINT32_MAX) {
+          g_.rule_start[static_cast<size_t>(callee)] = UINT32_MAX - 1;  // queued
+          todo.push_back(callee);
+        }
+      }
+    }
+    // Byte edges to their final arrays; epsilon closures.
+    std::vector<Grammar::Edge> edges;
+    for (uint32_t s = 0; s < g_.states.size(); ++s) {
+      g_.states[s].edges_begin = static_cast<uint32_t>(edges.size());
+      for (ByteRange r : byte_edges_[s].ranges) edges.push_back({r.lo, r.hi, byte_edges_[s].to});
+      g_.states[s].edges_end = static_cast<uint32_t>(edges.size());
+    }
+    g_.edges = std::move(edges);
+    std::vector<uint32_t> mark(g_.states.size(), UINT32_MAX);
+    std::vector<uint32_t> stack;
+    for (uint32_t s = 0; s < g_.states.size(); ++s) {
+      g_.states[s].closure_begin = static_cast<uint32_t>(g_.closure.size());
+      stack.assign(1, s);
+      mark[s] = s;
+      while (!stack.empty()) {
+        const uint32_t t = stack.back();
+        stack.pop_back();
+        const Grammar::State& st = g_.states[t];
+        if (st.edges_end > st.edges_begin || st.call_rule >= 0 || st.final) g_.closure.push_back(t);
+        for (uint32_t u : eps_[t]) {
+          if (mark[u] != s) {
+            mark[u] = s;
+            stack.push_back(u);
+          }
+        }
+      }
+      g_.states[s].closure_end = static_cast<uint32_t>(g_.closure.size());
+    }
+    for (Grammar::State& st : g_.states) {
+      if (st.call_rule < 0) continue;
+      const Grammar::State& next = g_.states[st.call_next];
+      if (next.closure_end - next.closure_begin != 1) continue;
+      const Grammar::State& only = g_.states[g_.closure[next.closure_begin]];
+      st.tail_call = only.final && only.call_rule < 0 && only.edges_end == only.edges_begin;
+    }
+    return std::move(g_);
+  }
+
+ private:
+  struct ByteEdges {
+    std::vector<ByteRange> ranges;
+    uint32_t to = 0;
+  };
+
+  uint32_t new_state() {
+    if (g_.states.size() >= max_states_) {
+      throw Error("grammar too large: more than " + std::to_string(max_states_) + " automaton states");
+    }
+    g_.states.emplace_back();
+    eps_.emplace_back();
+    byte_edges_.emplace_back();
+    return static_cast<uint32_t>(g_.states.size() - 1);
+  }
+
+  std::pair<uint32_t, uint32_t> build(ExprId e) {
+    const GrammarBuilder::Node& n = b_.node(e);
+    switch (n.kind) {
+      case GrammarBuilder::Node::kEmpty: {
+        const uint32_t s = new_state();
+        return {s, s};
+      }
+      case GrammarBuilder::Node::kNothing: {
+        const uint32_t s = new_state();
+        return {s, new_state()};
+      }
+      case GrammarBuilder::Node::kBytes: {
+        const uint32_t s = new_state(), t = new_state();
+        byte_edges_[s] = {n.ranges, t};
+        return {s, t};
+      }
+      case GrammarBuilder::Node::kCall: {
+        const uint32_t s = new_state(), t = new_state();
+        g_.states[s].call_rule = n.rule;
+        g_.states[s].call_next = t;
+        pending_calls_.push_back(n.rule);
+        return {s, t};
+      }
+      case GrammarBuilder::Node::kSeq: {
+        auto [s, cur] = build(n.kids[0]);
+        for (size_t i = 1; i < n.kids.size(); ++i) {
+          auto [ks, ke] = build(n.kids[i]);
+          eps_[cur].push_back(ks);
+          cur = ke;
+        }
+        return {s, cur};
+      }
+      case GrammarBuilder::Node::kAlt: {
+        const uint32_t s = new_state(), t = new_state();
+        for (ExprId k : n.kids) {
+          auto [ks, ke] = build(k);
+          eps_[s].push_back(ks);
+          eps_[ke].push_back(t);
+        }
+        return {s, t};
+      }
+      case GrammarBuilder::Node::kRepeat: {
+        const uint32_t s = new_state();
+        uint32_t cur = s;
+        for (int i = 0; i < n.min; ++i) {
+          auto [ks, ke] = build(n.kids[0]);
+          eps_[cur].push_back(ks);
+          cur = ke;
+        }
+        if (n.max == kUnbounded) {
+          const uint32_t loop = new_state();
+          eps_[cur].push_back(loop);
+          auto [ks, ke] = build(n.kids[0]);
+          eps_[loop].push_back(ks);
+          eps_[ke].push_back(loop);
+          return {s, loop};
+        }
+        const uint32_t t = new_state();
+        for (int i = n.min; i < n.max; ++i) {
+          eps_[cur].push_back(t);
+          auto [ks, ke] = build(n.kids[0]);
+          eps_[cur].push_back(ks);
+          cur = ke;
+        }
+        eps_[cur].push_back(t);
+        return {s, t};
+      }
+    }
+    return {0, 0};
+  }
+
+  const GrammarBuilder& b_;
+  size_t max_states_;
+  Grammar g_;
+  std::vector<std::vector<uint32_t>> eps_;
+  std::vector<ByteEdges> byte_edges_;
+  std::vector<int> pending_calls_;
+};
+
+}  // namespace
+
+Grammar compile_grammar(const GrammarBuilder& builder, int root, size_t max_states) {
+  return Compiler(builder, max_states).run(root);
+}
+
+}  // namespace spark::grammar

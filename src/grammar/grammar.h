@@ -1,0 +1,103 @@
+// A grammar over bytes: rules whose bodies are expressions (byte sets, sequences, alternatives, bounded
+// repetitions and calls of other rules, so recursion is allowed), compiled to one automaton per rule
+// (Thompson construction, epsilon closures precomputed). GrammarMatcher runs it as a pushdown automaton.
+// The JSON Schema and regex compilers build their grammars with GrammarBuilder.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spark::grammar {
+
+using ExprId = int32_t;
+inline constexpr int kUnbounded = -1;
+
+struct ByteRange {
+  uint8_t lo, hi;
+};
+
+class GrammarBuilder {
+ public:
+  GrammarBuilder();
+  ExprId empty() const { return empty_; }
+  ExprId nothing() const { return nothing_; }   // matches no input at all
+  ExprId bytes(std::vector<ByteRange> ranges);  // one byte from the set
+  ExprId byte(uint8_t b) { return bytes({{b, b}}); }
+  ExprId literal(std::string_view text);
+  // One UTF-8 encoded code point in [lo, hi] (surrogates excluded).
+  ExprId codepoints(uint32_t lo, uint32_t hi);
+  ExprId seq(std::vector<ExprId> parts);
+  ExprId alt(std::vector<ExprId> options);
+  ExprId repeat(ExprId e, int min, int max);  // max kUnbounded for no limit
+  ExprId optional(ExprId e) { return repeat(e, 0, 1); }
+  ExprId call(int rule);
+
+  int new_rule(std::string name);
+  void define(int rule, ExprId body);
+  size_t rule_count() const { return rules_.size(); }
+  bool defined(int rule) const { return rules_[static_cast<size_t>(rule)].body >= 0; }
+
+  // Upper bound of automaton states `e` would take (for rejecting grammars too large to build).
+  size_t estimate_states(ExprId e) const;
+
+  struct Node {
+    enum Kind : uint8_t { kEmpty, kNothing, kBytes, kSeq, kAlt, kRepeat, kCall } kind;
+    std::vector<ByteRange> ranges;
+    std::vector<ExprId> kids;
+    int min = 0, max = 0, rule = -1;
+  };
+  struct Rule {
+    std::string name;
+    ExprId body = -1;
+  };
+  const Node& node(ExprId e) const { return nodes_[static_cast<size_t>(e)]; }
+  const std::vector<Rule>& rules() const { return rules_; }
+
+ private:
+  ExprId add(Node n);
+  std::vector<Node> nodes_;
+  std::vector<Rule> rules_;
+  ExprId empty_, nothing_;
+};
+
+// The compiled automaton. States are global across rules; a call edge enters another rule's start state and
+// resumes at `next` once that rule reaches its final state.
+struct Grammar {
+  struct Edge {
+    uint8_t lo, hi;
+    uint32_t to;
+  };
+  struct State {
+    uint32_t edges_begin = 0, edges_end = 0;  // byte edges, into `edges`
+    int32_t call_rule = -1;                   // a call state: enter call_rule, then continue at call_next
+    uint32_t call_next = 0;
+    bool final = false;      // the end of its rule
+    bool tail_call = false;  // nothing but the rule's end follows the call: no frame needed
+    uint32_t closure_begin = 0,
+             closure_end = 0;  // significant states reachable by epsilon moves, into `closure`
+  };
+  std::vector<State> states;
+  std::vector<Edge> edges;
+  std::vector<uint32_t> closure;
+  std::vector<uint32_t> rule_start;
+  std::vector<std::string> rule_names;
+  uint32_t root_rule = 0;
+
+  // Whether a state consumes bytes / calls / ends its rule (the states kept in closures).
+  bool consumes(uint32_t s) const { return states[s].edges_end > states[s].edges_begin; }
+  // The state after byte b, or -1.
+  int64_t next(uint32_t s, uint8_t b) const {
+    for (uint32_t e = states[s].edges_begin; e < states[s].edges_end; ++e) {
+      if (b >= edges[e].lo && b <= edges[e].hi) return edges[e].to;
+    }
+    return -1;
+  }
+};
+
+// Compiles `root` and every rule reachable from it. Throws spark::Error when an undefined rule is called or
+// the automaton would exceed `max_states`.
+Grammar compile_grammar(const GrammarBuilder& builder, int root, size_t max_states = 2'000'000);
+
+}  // namespace spark::grammar

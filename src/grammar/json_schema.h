@@ -1,0 +1,34 @@
+// JSON Schema -> grammar. Supported: type (one or a list, null included), properties / required /
+// additionalProperties (bool or schema), items / prefixItems (and draft-4 tuple items / additionalItems),
+// minItems / maxItems, enum / const, anyOf / oneOf (as alternatives), allOf (merged), $ref to #, #/$defs/...,
+// #/definitions/... or any JSON pointer in the document (recursion included), string minLength / maxLength /
+// pattern / format (date-time, date, time, email, uuid, uri, ipv4, ipv6, hostname; other formats are
+// annotations), integer bounds and integer-valued number bounds (inclusive and exclusive, draft 4 and
+// later forms). Properties come in the schema's order, optional ones may be skipped, additional ones come
+// after the declared ones. Whitespace goes where JSON allows it, in runs of a bounded length.
+//
+// A keyword that would change which instances are valid and that the grammar cannot enforce is a compile
+// error naming it (spark::Error), never silently dropped. Annotations (title, description, examples,
+// unknown keywords) are ignored.
+#pragma once
+
+#include <string_view>
+
+#include "grammar/grammar.h"
+
+namespace spark::grammar {
+
+struct JsonSchemaOptions {
+  int max_whitespace = 24;  // bytes in one whitespace run
+};
+
+// `schema_json`: the schema's text (its key order gives the property order).
+Grammar compile_json_schema(std::string_view schema_json, const JsonSchemaOptions& options = {});
+// Any JSON object ({"type": "json_object"}).
+Grammar json_object_grammar(const JsonSchemaOptions& options = {});
+// Any of the given strings, exactly.
+Grammar choice_grammar(const std::vector<std::string>& choices);
+// A regular expression matched in full.
+Grammar regex_grammar(std::string_view pattern);
+
+}  // namespace spark::grammar

@@ -1,0 +1,437 @@
+#include "grammar/matcher.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "spark/error.h"
+
+namespace spark::grammar {
+
+TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t> end_ids)
+    : bytes_(std::move(token_bytes)), end_ids_(std::move(end_ids)) {
+  for (int32_t id : end_ids_) {
+    if (id < 0 || static_cast<size_t>(id) >= bytes_.size()) throw Error("end token id out of the vocabulary");
+  }
+  std::fill(std::begin(byte_token_), std::end(byte_token_), -1);
+  for (size_t id = bytes_.size(); id-- > 0;) {
+    if (bytes_[id].size() == 1) byte_token_[static_cast<uint8_t>(bytes_[id][0])] = static_cast<int32_t>(id);
+  }
+  std::vector<int32_t> sorted;
+  for (size_t id = 0; id < bytes_.size(); ++id) {
+    if (!bytes_[id].empty() &&
+        std::find(end_ids_.begin(), end_ids_.end(), static_cast<int32_t>(id)) == end_ids_.end()) {
+      sorted.push_back(static_cast<int32_t>(id));
+    }
+  }
+  std::stable_sort(sorted.begin(), sorted.end(), [&](int32_t a, int32_t b) { return bytes_[a] < bytes_[b]; });
+  // Depth-first numbering falls out of inserting the tokens in byte order.
+  struct Build {
+    uint32_t parent;
+    uint8_t byte, depth;
+    std::vector<int32_t> tokens;
+  };
+  std::vector<Build> build{{0, 0, 0, {}}};
+  std::vector<uint32_t> path{0};
+  std::string_view previous;
+  for (int32_t id : sorted) {
+    const std::string_view text = bytes_[static_cast<size_t>(id)];
+    if (text.size() > 255) throw Error("token " + std::to_string(id) + " is longer than 255 bytes");
+    size_t common = 0;
+    while (common < text.size() && common < previous.size() && text[common] == previous[common]) ++common;
+    path.resize(common + 1);
+    for (size_t i = common; i < text.size(); ++i) {
+      build.push_back({path.back(), static_cast<uint8_t>(text[i]), static_cast<uint8_t>(i + 1), {}});
+      path.push_back(static_cast<uint32_t>(build.size() - 1));
+    }
+    build[path.back()].tokens.push_back(id);
+    previous = text;
+  }
+  nodes_.resize(build.size());
+  std::vector<std::vector<uint32_t>> kids(build.size());
+  for (uint32_t n = 1; n < build.size(); ++n) kids[build[n].parent].push_back(n);
+  for (uint32_t n = 0; n < build.size(); ++n) {
+    Node& node = nodes_[n];
+    node.parent = build[n].parent;
+    node.byte = build[n].byte;
+    node.depth = build[n].depth;
+    node.edges_begin = static_cast<uint32_t>(children_.size());
+    children_.insert(children_.end(), kids[n].begin(), kids[n].end());
+    node.edges_end = static_cast<uint32_t>(children_.size());
+    node.tokens_begin = static_cast<uint32_t>(tokens_.size());
+    tokens_.insert(tokens_.end(), build[n].tokens.begin(), build[n].tokens.end());
+    node.tokens_end = static_cast<uint32_t>(tokens_.size());
+    node.subtree_end = n + 1;
+  }
+  for (uint32_t n = static_cast<uint32_t>(build.size()); n-- > 1;) {
+    Node& p = nodes_[build[n].parent];
+    p.subtree_end = std::max(p.subtree_end, nodes_[n].subtree_end);
+  }
+}
+
+namespace {
+
+constexpr int kMaxExpandDepth = 256;
+
+// One byte step of a head set: closures after each head's byte edge, with calls pushed as frames and rule
+// ends popped. With `opaque_bottom`, frame 0 stands for an unknown stack: a return from it is only noted.
+struct Stepper {
+  const Grammar& g;
+  std::vector<Frame>& frames;
+  std::vector<Head>& out;
+  size_t out_begin;
+  size_t frames_begin;
+  bool opaque_bottom;
+  bool accept = false;
+  bool popped = false;
+
+  uint32_t push_frame(uint32_t ret, uint32_t parent) {
+    for (size_t i = frames_begin; i < frames.size(); ++i) {
+      if (frames[i].ret == ret && frames[i].parent == parent) return static_cast<uint32_t>(i);
+    }
+    frames.push_back({ret, parent});
+    return static_cast<uint32_t>(frames.size() - 1);
+  }
+
+  void expand(uint32_t t, uint32_t f, int depth) {
+    if (depth > kMaxExpandDepth) return;  // unbounded left recursion: no byte is ever consumed down there
+    const Grammar::State& ts = g.states[t];
+    for (uint32_t k = ts.closure_begin; k < ts.closure_end; ++k) {
+      const uint32_t s = g.closure[k];
+      const Grammar::State& st = g.states[s];
+      if (st.edges_end > st.edges_begin) {
+        bool seen = false;
+        for (size_t i = out_begin; i < out.size(); ++i) {
+          if (out[i].state == s && out[i].frame == f) {
+            seen = true;
+            break;
+          }
+        }
+        if (!seen) out.push_back({s, f});
+      }
+      if (st.call_rule >= 0) {
+        const uint32_t start = g.rule_start[static_cast<size_t>(st.call_rule)];
+        if (st.tail_call) {
+          expand(start, f, depth + 1);
+        } else {
+          expand(start, push_frame(st.call_next, f), depth + 1);
+        }
+      }
+      if (st.final) {
+        if (f == 0) {
+          (opaque_bottom ? popped : accept) = true;
+        } else {
+          const Frame fr = frames[f];
+          expand(fr.ret, fr.parent, depth + 1);
+        }
+      }
+    }
+  }
+};
+
+// Walks the vocabulary trie below a node with a head set, setting the bits of the tokens the heads accept.
+// In opaque mode, records the topmost trie nodes where a return from the bottom frame happened.
+struct TrieWalker {
+  const Grammar& g;
+  const TokenVocab& v;
+  std::vector<Frame>& frames;
+  std::vector<Head> pool;
+  std::vector<uint64_t>& bits;
+  std::vector<uint32_t>* cd_nodes = nullptr;  // opaque mode when set
+
+  void walk(uint32_t node, size_t begin, size_t end, bool under_cd) {
+    const auto& nodes = v.nodes();
+    const auto& children = v.children();
+    for (uint32_t e = nodes[node].edges_begin; e < nodes[node].edges_end; ++e) {
+      const uint32_t c = children[e];
+      const uint8_t byte = nodes[c].byte;
+      const size_t frames_save = frames.size();
+      const size_t out_begin = pool.size();
+      if (end - begin == 1) {
+        // Fast path (most of a walk inside strings and numbers): one head whose next state only consumes.
+        const Head h = pool[begin];
+        const int64_t t = g.next(h.state, byte);
+        if (t < 0) continue;
+        const Grammar::State& ts = g.states[static_cast<size_t>(t)];
+        if (ts.closure_end - ts.closure_begin == 1 && g.closure[ts.closure_begin] == t && !ts.final &&
+            ts.call_rule < 0) {
+          pool.push_back({static_cast<uint32_t>(t), h.frame});
+          for (uint32_t k = nodes[c].tokens_begin; k < nodes[c].tokens_end; ++k) {
+            const auto id = static_cast<uint32_t>(v.tokens()[k]);
+            bits[id >> 6] |= uint64_t{1} << (id & 63);
+          }
+          walk(c, out_begin, out_begin + 1, under_cd);
+          pool.resize(out_begin);
+          continue;
+        }
+      }
+      Stepper st{g, frames, pool, out_begin, frames_save, cd_nodes != nullptr};
+      for (size_t i = begin; i < end; ++i) {
+        const Head h = pool[i];
+        const int64_t t = g.next(h.state, byte);
+        if (t >= 0) st.expand(static_cast<uint32_t>(t), h.frame, 0);
+      }
+      bool cd_here = under_cd;
+      if (st.popped && !under_cd) {
+        cd_nodes->push_back(c);
+        cd_here = true;
+      }
+      const size_t out_end = pool.size();
+      // A token ending here is allowed when a head survives or the whole grammar just ended.
+      if (out_end > out_begin || st.accept) {
+        for (uint32_t k = nodes[c].tokens_begin; k < nodes[c].tokens_end; ++k) {
+          const auto id = static_cast<uint32_t>(v.tokens()[k]);
+          bits[id >> 6] |= uint64_t{1} << (id & 63);
+        }
+      }
+      if (out_end > out_begin) walk(c, out_begin, out_end, cd_here);
+      pool.resize(out_begin);
+      frames.resize(frames_save);
+    }
+  }
+};
+
+// Frames reachable from the heads, renumbered in order (a parent always precedes its children).
+void collect_frames(std::vector<Head>& heads, std::vector<Frame>& frames) {
+  std::vector<uint32_t> remap(frames.size(), UINT32_MAX);
+  remap[0] = 0;
+  for (const Head& h : heads) {
+    for (uint32_t f = h.frame; f != 0 && remap[f] == UINT32_MAX; f = frames[f].parent) remap[f] = 1;
+  }
+  std::vector<Frame> kept{frames[0]};
+  for (size_t i = 1; i < frames.size(); ++i) {
+    if (remap[i] == UINT32_MAX) continue;
+    remap[i] = static_cast<uint32_t>(kept.size());
+    kept.push_back({frames[i].ret, remap[frames[i].parent]});
+  }
+  for (Head& h : heads) h.frame = remap[h.frame];
+  frames = std::move(kept);
+}
+
+}  // namespace
+
+CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocab> vocab)
+    : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {}
+
+const CompiledGrammar::StateMask& CompiledGrammar::state_mask(uint32_t state) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = masks_.find(state);
+  if (it != masks_.end()) return *it->second;
+  auto m = std::make_unique<StateMask>();
+  m->bits.assign((vocab_->size() + 63) / 64, 0);
+  std::vector<Frame> frames{{0, 0}};
+  TrieWalker w{grammar_, *vocab_, frames, {{state, 0}}, m->bits, &m->cd_nodes};
+  w.walk(0, 0, 1, false);
+  return *masks_.emplace(state, std::move(m)).first->second;
+}
+
+const std::vector<uint32_t>& CompiledGrammar::distances() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!distances_.empty()) return distances_;
+  constexpr uint32_t kInf = UINT32_MAX / 4;
+  const Grammar& g = grammar_;
+  std::vector<uint32_t> d(g.states.size(), kInf);
+  // Relaxation to a fixed point (calls make it recursive); every pass can only lower distances.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t s = g.states.size(); s-- > 0;) {
+      uint32_t best = d[s];
+      const Grammar::State& st = g.states[s];
+      for (uint32_t k = st.closure_begin; k < st.closure_end; ++k) {
+        const uint32_t c = g.closure[k];
+        const Grammar::State& cs = g.states[c];
+        if (cs.final) best = 0;
+        if (cs.edges_end > cs.edges_begin) best = std::min(best, 1 + d[g.edges[cs.edges_begin].to]);
+        if (cs.call_rule >= 0) {
+          best = std::min(best, d[g.rule_start[static_cast<size_t>(cs.call_rule)]] + d[cs.call_next]);
+        }
+      }
+      if (best < d[s]) {
+        d[s] = best;
+        changed = true;
+      }
+    }
+  }
+  distances_ = std::move(d);
+  return distances_;
+}
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
+    : compiled_(std::move(grammar)), grammar_ptr_(&compiled_->grammar()) {
+  frames_.push_back({0, 0});
+  Stepper st{g(), frames_, heads_, 0, 1, false};
+  st.expand(g().rule_start[g().root_rule], 0, 0);
+  accepting_ = st.accept;
+  collect_frames(heads_, frames_);
+}
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar)
+    : grammar_holder_(std::move(grammar)), grammar_ptr_(grammar_holder_.get()) {
+  frames_.push_back({0, 0});
+  Stepper st{g(), frames_, heads_, 0, 1, false};
+  st.expand(g().rule_start[g().root_rule], 0, 0);
+  accepting_ = st.accept;
+  collect_frames(heads_, frames_);
+}
+
+bool GrammarMatcher::advance(std::string_view bytes) {
+  if (ended_) return bytes.empty();
+  std::vector<Head> heads = heads_;
+  std::vector<Frame> frames = frames_;
+  bool accepting = accepting_;
+  std::vector<Head> next;
+  for (char c : bytes) {
+    next.clear();
+    Stepper st{g(), frames, next, 0, frames.size(), false};
+    for (const Head& h : heads) {
+      const int64_t t = g().next(h.state, static_cast<uint8_t>(c));
+      if (t >= 0) st.expand(static_cast<uint32_t>(t), h.frame, 0);
+    }
+    if (next.empty() && !st.accept) return false;
+    accepting = st.accept;
+    heads.swap(next);
+    collect_frames(heads, frames);
+  }
+  heads_ = std::move(heads);
+  frames_ = std::move(frames);
+  accepting_ = accepting;
+  return true;
+}
+
+bool GrammarMatcher::accept_token(int32_t id) {
+  if (!compiled_ || id < 0 || static_cast<size_t>(id) >= compiled_->vocab().size() || ended_) return false;
+  const auto& ends = compiled_->vocab().end_ids();
+  if (std::find(ends.begin(), ends.end(), id) != ends.end()) {
+    if (!accepting_) return false;
+    ended_ = true;
+    return true;
+  }
+  const std::string& b = compiled_->vocab().bytes(id);
+  if (b.empty()) return false;
+  return advance(b);
+}
+
+bool GrammarMatcher::allows_token(int32_t id) const {
+  GrammarMatcher copy = *this;
+  return copy.accept_token(id);
+}
+
+size_t GrammarMatcher::fill_mask(std::vector<uint64_t>& bits) const {
+  const TokenVocab& v = compiled_->vocab();
+  bits.assign((v.size() + 63) / 64, 0);
+  if (ended_) return 0;
+  std::vector<Frame> frames = frames_;
+  std::vector<uint8_t> path;
+  for (const Head& h : heads_) {
+    const CompiledGrammar::StateMask& sm = compiled_->state_mask(h.state);
+    for (size_t w = 0; w < bits.size(); ++w) bits[w] |= sm.bits[w];
+    for (uint32_t c : sm.cd_nodes) {
+      // Replay the bytes down to the node with the real stack, then walk its subtree.
+      path.clear();
+      for (uint32_t n = c; n != 0; n = v.nodes()[n].parent) path.push_back(v.nodes()[n].byte);
+      std::vector<Head> cur{h}, next;
+      const size_t frames_save = frames.size();
+      bool ended_here = false;
+      for (size_t i = path.size(); i-- > 0 && !cur.empty();) {
+        next.clear();
+        Stepper st{g(), frames, next, 0, frames.size(), false};
+        for (const Head& x : cur) {
+          const int64_t t = g().next(x.state, path[i]);
+          if (t >= 0) st.expand(static_cast<uint32_t>(t), x.frame, 0);
+        }
+        cur.swap(next);
+        ended_here = i == 0 && st.accept;
+      }
+      if (!cur.empty() || ended_here) {
+        for (uint32_t k = v.nodes()[c].tokens_begin; k < v.nodes()[c].tokens_end; ++k) {
+          const auto id = static_cast<uint32_t>(v.tokens()[k]);
+          bits[id >> 6] |= uint64_t{1} << (id & 63);
+        }
+        const size_t n = cur.size();
+        TrieWalker w{g(), v, frames, std::move(cur), bits, nullptr};
+        w.walk(c, 0, n, false);
+      }
+      frames.resize(frames_save);
+    }
+  }
+  if (accepting_) {
+    for (int32_t id : v.end_ids()) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+  }
+  size_t count = 0;
+  for (uint64_t w : bits) count += static_cast<size_t>(std::popcount(w));
+  return count;
+}
+
+uint32_t GrammarMatcher::min_completion_bytes() const {
+  if (accepting_ || ended_) return 0;
+  const auto& d = compiled_->distances();
+  uint32_t best = UINT32_MAX;
+  for (const Head& h : heads_) {
+    // A head's other moves (ending its rule, calls) are heads of their own already: only its byte counts.
+    const Grammar::State& st = g().states[h.state];
+    uint64_t total = 1 + static_cast<uint64_t>(d[g().edges[st.edges_begin].to]);
+    for (uint32_t f = h.frame; f != 0; f = frames_[f].parent) total += d[frames_[f].ret];
+    best = static_cast<uint32_t>(std::min<uint64_t>(best, total));
+  }
+  return best;
+}
+
+size_t GrammarMatcher::restrict_to_shortest(std::vector<uint64_t>& bits) const {
+  std::vector<uint64_t> keep(bits.size(), 0);
+  auto set = [&](int32_t id) {
+    if (id >= 0) keep[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+  };
+  if (accepting_) {
+    for (int32_t id : compiled_->vocab().end_ids()) set(id);
+  } else {
+    const auto& d = compiled_->distances();
+    const uint32_t target = min_completion_bytes();
+    for (const Head& h : heads_) {
+      uint64_t below = 0;
+      for (uint32_t f = h.frame; f != 0; f = frames_[f].parent) below += d[frames_[f].ret];
+      const Grammar::State& st = g().states[h.state];
+      if (st.edges_end == st.edges_begin) continue;
+      const uint32_t to = g().edges[st.edges_begin].to;
+      if (1 + d[to] + below != target) continue;
+      for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) {
+        for (uint32_t b = g().edges[e].lo; b <= g().edges[e].hi; ++b)
+          set(compiled_->vocab().byte_token(static_cast<uint8_t>(b)));
+      }
+    }
+  }
+  size_t count = 0;
+  for (size_t w = 0; w < bits.size(); ++w) {
+    bits[w] &= keep[w];
+    count += static_cast<size_t>(std::popcount(bits[w]));
+  }
+  return count;
+}
+
+size_t GrammarMatcher::restrict_to_budget(std::vector<uint64_t>& bits, uint32_t bytes_after) const {
+  const TokenVocab& v = compiled_->vocab();
+  size_t count = 0;
+  for (size_t w = 0; w < bits.size(); ++w) {
+    for (uint64_t word = bits[w]; word != 0; word &= word - 1) {
+      const auto id = static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(word)));
+      bool keep = false;
+      if (std::find(v.end_ids().begin(), v.end_ids().end(), id) != v.end_ids().end()) {
+        keep = true;  // an end token (in the mask only when the grammar can end)
+      } else {
+        GrammarMatcher after = *this;
+        keep = after.advance(v.bytes(id)) && after.min_completion_bytes() <= bytes_after;
+      }
+      if (keep) {
+        ++count;
+      } else {
+        bits[w] &= ~(uint64_t{1} << (id & 63));
+      }
+    }
+  }
+  return count;
+}
+
+bool grammar_matches(const Grammar& grammar, std::string_view text) {
+  GrammarMatcher m(std::make_shared<const Grammar>(grammar));
+  return m.advance(text) && m.can_end();
+}
+
+}  // namespace spark::grammar

@@ -1,0 +1,146 @@
+// Runs a compiled Grammar over bytes as a pushdown automaton, and computes token masks over a vocabulary.
+//
+// The matcher's configuration is a set of heads, each an automaton state with a call stack; stacks share
+// their tails (frames with parent links), so ambiguity costs one head per live alternative, never
+// backtracking. A token mask comes from walking a byte trie of the vocabulary with the heads: a subtree
+// whose prefix the grammar rejects is pruned, so the work follows what is allowed. Per grammar and state the
+// walk is done once without the stack ("context-independent": the tokens the state accepts without returning
+// from its rule, plus the trie nodes where a return happens); at each step only those nodes' subtrees are
+// walked again with the real stack.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/grammar.h"
+
+namespace spark::grammar {
+
+// The tokenizer's vocabulary as bytes, in a trie numbered in depth-first order (a subtree is a contiguous
+// node range). Built once per tokenizer and shared.
+class TokenVocab {
+ public:
+  // token_bytes[id]: what the token decodes to; empty for tokens that may never be chosen (special tokens).
+  // end_ids: tokens that end generation, allowed exactly when the grammar can end.
+  TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t> end_ids);
+
+  size_t size() const { return bytes_.size(); }
+  const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+  const std::vector<int32_t>& end_ids() const { return end_ids_; }
+
+  struct Node {
+    uint32_t edges_begin, edges_end;    // children, in byte order
+    uint32_t tokens_begin, tokens_end;  // tokens whose bytes end here
+    uint32_t subtree_end;               // nodes [this, subtree_end) are this node's subtree
+    uint32_t parent;
+    uint8_t byte;  // the byte on the edge from the parent
+    uint8_t depth;
+  };
+  // The token spelling exactly byte b, or -1.
+  int32_t byte_token(uint8_t b) const { return byte_token_[b]; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<uint32_t>& children() const { return children_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+
+ private:
+  std::vector<std::string> bytes_;
+  std::vector<int32_t> end_ids_;
+  std::vector<Node> nodes_;
+  std::vector<uint32_t> children_;
+  std::vector<int32_t> tokens_;
+  int32_t byte_token_[256];
+};
+
+struct Frame {
+  uint32_t ret;     // state to resume at
+  uint32_t parent;  // frame below; frame 0 is the bottom
+};
+struct Head {
+  uint32_t state;
+  uint32_t frame;
+};
+
+// A grammar prepared for one vocabulary, with its per-state mask cache. Thread-safe; shared by all matchers
+// of the same schema.
+class CompiledGrammar {
+ public:
+  CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocab> vocab);
+  const Grammar& grammar() const { return grammar_; }
+  const TokenVocab& vocab() const { return *vocab_; }
+
+  struct StateMask {
+    std::vector<uint64_t> bits;      // tokens accepted without leaving the state's rule
+    std::vector<uint32_t> cd_nodes;  // trie nodes where the rule may return: walk them with the stack
+  };
+  const StateMask& state_mask(uint32_t state) const;
+  // Per state, the fewest bytes that reach the end of its rule (calls included); computed on first use.
+  const std::vector<uint32_t>& distances() const;
+
+ private:
+  Grammar grammar_;
+  std::shared_ptr<const TokenVocab> vocab_;
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<uint32_t, std::unique_ptr<StateMask>> masks_;
+  mutable std::vector<uint32_t> distances_;
+};
+
+class GrammarMatcher {
+ public:
+  explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar);
+  // A matcher without a vocabulary (for matching text only).
+  explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar);
+
+  // Consumes bytes; returns false (and leaves the matcher unchanged) when the grammar rejects them.
+  bool advance(std::string_view bytes);
+  // Consumes a token (its bytes, or an end token when the grammar can end). False when not allowed.
+  bool accept_token(int32_t id);
+  // The grammar can end here.
+  bool can_end() const { return accepting_; }
+  // An end token was accepted.
+  bool ended() const { return ended_; }
+  // No byte can follow (either ended by the grammar or complete with nothing more allowed).
+  bool must_end() const { return heads_.empty(); }
+
+  // bits (resized to the vocabulary, 64 tokens a word): 1 for every token that may come next. Returns the
+  // number allowed.
+  size_t fill_mask(std::vector<uint64_t>& bits) const;
+  // The slow reference: runs the token's bytes through the automaton.
+  bool allows_token(int32_t id) const;
+
+  size_t head_count() const { return heads_.size(); }
+
+  // Budget steering. The fewest bytes that complete the grammar from here (0 when it can end now).
+  uint32_t min_completion_bytes() const;
+  // Narrows `bits` (a fill_mask result) to the steps of a shortest completion: the end tokens when the
+  // grammar can end, else the single-byte tokens that start a shortest completion. One token per byte then
+  // finishes within min_completion_bytes() + 1 tokens. Returns the number allowed.
+  size_t restrict_to_shortest(std::vector<uint64_t>& bits) const;
+  // Narrows `bits` to the tokens after which the grammar can still complete within `bytes_after` bytes
+  // (each token is run through a copy of the matcher: meant for the last few steps of a budget). Returns
+  // the number allowed.
+  size_t restrict_to_budget(std::vector<uint64_t>& bits, uint32_t bytes_after) const;
+
+ private:
+  const Grammar& g() const { return *grammar_ptr_; }
+  void walk_subtree(uint32_t node, std::span<const Head> heads, std::vector<Frame>& frames,
+                    std::vector<uint64_t>& bits) const;
+
+  std::shared_ptr<const CompiledGrammar> compiled_;
+  std::shared_ptr<const Grammar> grammar_holder_;
+  const Grammar* grammar_ptr_;
+  std::vector<Head> heads_;
+  std::vector<Frame> frames_;
+  bool accepting_ = false;
+  bool ended_ = false;
+};
+
+// Whether `text` is in the grammar's language (full match).
+bool grammar_matches(const Grammar& grammar, std::string_view text);
+
+}  // namespace spark::grammar

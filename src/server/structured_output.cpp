@@ -1,0 +1,184 @@
+#include "server/structured_output.h"
+
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include "grammar/json_schema.h"
+#include "server/api_error.h"
+#include "spark/error.h"
+
+namespace spark {
+
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+[[noreturn]] void bad(const std::string& param, const std::string& what) {
+  throw ApiError::bad_request("'" + param + "' " + what, param);
+}
+
+const ordered_json* field(const ordered_json& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+StructuredOutput from_schema(const ordered_json& schema, const std::string& param) {
+  if (!schema.is_object() && !schema.is_boolean()) bad(param, "must be a JSON Schema (an object)");
+  return {StructuredOutput::Kind::kJsonSchema, schema.dump(), {}, param};
+}
+
+StructuredOutput from_regex(const ordered_json& v, const std::string& param) {
+  if (!v.is_string()) bad(param, "must be a string (a regular expression)");
+  return {StructuredOutput::Kind::kRegex, v.get<std::string>(), {}, param};
+}
+
+StructuredOutput from_choice(const ordered_json& v, const std::string& param) {
+  if (!v.is_array() || v.empty()) bad(param, "must be a non-empty list of strings");
+  StructuredOutput so{StructuredOutput::Kind::kChoice, {}, {}, param};
+  for (const auto& c : v) {
+    if (!c.is_string() || c.get<std::string>().empty())
+      bad(param, "must be a non-empty list of non-empty strings");
+    so.choices.push_back(c.get<std::string>());
+    so.spec += c.dump() + "\n";
+  }
+  return so;
+}
+
+std::optional<StructuredOutput> from_response_format(const ordered_json& rf) {
+  if (!rf.is_object()) bad("response_format", "must be an object");
+  const ordered_json* type = field(rf, "type");
+  if (!type || !type->is_string()) bad("response_format", "needs a 'type'");
+  const std::string t = type->get<std::string>();
+  if (t == "text") return std::nullopt;
+  if (t == "json_object")
+    return StructuredOutput{StructuredOutput::Kind::kJsonObject, "", {}, "response_format"};
+  if (t == "json_schema") {
+    const ordered_json* js = field(rf, "json_schema");
+    if (!js || !js->is_object()) bad("response_format", "of type json_schema needs a 'json_schema' object");
+    const ordered_json* schema = field(*js, "schema");
+    if (!schema) bad("response_format.json_schema.schema", "is required");
+    if (const ordered_json* name = field(*js, "name"); name && !name->is_string()) {
+      bad("response_format.json_schema.name", "must be a string");
+    }
+    if (const ordered_json* strict = field(*js, "strict"); strict && !strict->is_boolean()) {
+      bad("response_format.json_schema.strict", "must be a boolean");
+    }
+    return from_schema(*schema, "response_format.json_schema.schema");
+  }
+  bad("response_format", "type must be one of text, json_object, json_schema (got '" + t + "')");
+}
+
+}  // namespace
+
+std::optional<StructuredOutput> parse_structured_output(const ordered_json& body) {
+  std::vector<StructuredOutput> asked;
+  if (const ordered_json* rf = field(body, "response_format")) {
+    if (auto so = from_response_format(*rf)) asked.push_back(std::move(*so));
+  }
+  if (const ordered_json* so = field(body, "structured_outputs")) {
+    if (!so->is_object()) bad("structured_outputs", "must be an object");
+    if (const ordered_json* v = field(*so, "json")) {
+      asked.push_back(v->is_string() ? from_schema(ordered_json::parse(v->get<std::string>(), nullptr, false),
+                                                   "structured_outputs.json")
+                                     : from_schema(*v, "structured_outputs.json"));
+    }
+    if (const ordered_json* v = field(*so, "regex"))
+      asked.push_back(from_regex(*v, "structured_outputs.regex"));
+    if (const ordered_json* v = field(*so, "choice"))
+      asked.push_back(from_choice(*v, "structured_outputs.choice"));
+    for (const char* k : {"grammar", "structural_tag"}) {
+      if (field(*so, k))
+        bad(std::string("structured_outputs.") + k, "is not supported (use json, regex or choice)");
+    }
+    if (const ordered_json* v = field(*so, "json_object"); v && v->is_boolean() && v->get<bool>()) {
+      asked.push_back({StructuredOutput::Kind::kJsonObject, "", {}, "structured_outputs.json_object"});
+    }
+  }
+  if (const ordered_json* v = field(body, "guided_json")) {
+    asked.push_back(v->is_string() ? from_schema(ordered_json::parse(v->get<std::string>(), nullptr, false),
+                                                 "guided_json")
+                                   : from_schema(*v, "guided_json"));
+  }
+  if (const ordered_json* v = field(body, "guided_regex")) asked.push_back(from_regex(*v, "guided_regex"));
+  if (const ordered_json* v = field(body, "guided_choice")) asked.push_back(from_choice(*v, "guided_choice"));
+  if (asked.empty()) return std::nullopt;
+  if (asked.size() > 1) {
+    bad(asked[1].param, "cannot be combined with '" + asked[0].param + "': ask for one structured output");
+  }
+  return std::move(asked[0]);
+}
+
+namespace {
+
+// Compiled grammars by (vocabulary, kind, spec); least recently used out first.
+class GrammarCache {
+ public:
+  std::shared_ptr<const grammar::CompiledGrammar> get(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = map_.find(key);
+    if (it == map_.end()) return nullptr;
+    order_.splice(order_.begin(), order_, it->second.second);
+    return it->second.first;
+  }
+  void put(const std::string& key, std::shared_ptr<const grammar::CompiledGrammar> g) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (map_.count(key)) return;
+    order_.push_front(key);
+    map_[key] = {std::move(g), order_.begin()};
+    while (map_.size() > kCapacity) {
+      map_.erase(order_.back());
+      order_.pop_back();
+    }
+  }
+
+ private:
+  static constexpr size_t kCapacity = 64;
+  std::mutex mutex_;
+  std::list<std::string> order_;
+  std::unordered_map<std::string, std::pair<std::shared_ptr<const grammar::CompiledGrammar>,
+                                            std::list<std::string>::iterator>>
+      map_;
+};
+
+GrammarCache& cache() {
+  static GrammarCache c;
+  return c;
+}
+
+}  // namespace
+
+std::shared_ptr<const grammar::CompiledGrammar> compile_structured_output(
+    const StructuredOutput& so, const std::shared_ptr<const grammar::TokenVocab>& vocab) {
+  const std::string key = std::to_string(reinterpret_cast<uintptr_t>(vocab.get())) + "\x1f" +
+                          std::to_string(static_cast<int>(so.kind)) + "\x1f" + so.spec;
+  if (auto g = cache().get(key)) return g;
+  // Generation wants few whitespace bytes: runs of at most 2 keep a random model's output short.
+  grammar::JsonSchemaOptions options;
+  options.max_whitespace = 2;
+  grammar::Grammar g;
+  try {
+    switch (so.kind) {
+      case StructuredOutput::Kind::kJsonObject:
+        g = grammar::json_object_grammar(options);
+        break;
+      case StructuredOutput::Kind::kJsonSchema:
+        g = grammar::compile_json_schema(so.spec, options);
+        break;
+      case StructuredOutput::Kind::kRegex:
+        g = grammar::regex_grammar(so.spec);
+        break;
+      case StructuredOutput::Kind::kChoice:
+        g = grammar::choice_grammar(so.choices);
+        break;
+    }
+  } catch (const Error& e) {
+    throw ApiError::bad_request(std::string("'") + so.param + "' cannot be enforced: " + e.what(), so.param);
+  }
+  auto compiled = std::make_shared<const grammar::CompiledGrammar>(std::move(g), vocab);
+  cache().put(key, compiled);
+  return compiled;
+}
+
+}  // namespace spark

@@ -1,0 +1,110 @@
+// Structured outputs: response_format json_object / json_schema, vLLM's structured_outputs and guided_*.
+// Even the random-weight test model's replies parse and validate (ajv), streamed or not, with thinking on
+// or off, and with a max_tokens too tight for anything but the shortest completion.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import Ajv from 'ajv';
+import OpenAI from 'openai';
+import { startServer, postJson } from './lib.mjs';
+
+let server, client;
+before(async () => {
+  server = await startServer();
+  client = server.client();
+});
+after(async () => { await server.stop(); });
+
+const ajv = new Ajv({ strict: false });
+const schema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 12 },
+    age: { type: 'integer', minimum: 0, maximum: 150 },
+    tags: { type: 'array', items: { enum: ['red', 'green', null] }, maxItems: 2 },
+    address: { $ref: '#/$defs/address' },
+  },
+  required: ['name', 'age'],
+  additionalProperties: false,
+  $defs: { address: { type: 'object', properties: { zip: { type: 'string', pattern: '^[0-9]{5}$' } }, required: ['zip'], additionalProperties: false } },
+};
+const messages = [{ role: 'user', content: 'Describe a person as JSON.' }];
+const noThinking = { chat_template_kwargs: { enable_thinking: false } };
+const jsonSchemaFormat = { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } };
+
+function parsesAndValidates(text, s) {
+  const value = JSON.parse(text);
+  const validate = ajv.compile(s);
+  assert.ok(validate(value), `${text}: ${JSON.stringify(validate.errors)}`);
+  return value;
+}
+
+test('json_schema replies parse and validate, thinking off and on', async () => {
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.create({
+      model: 'spark-test', messages, max_tokens: 80, seed, response_format: jsonSchemaFormat, ...noThinking });
+    parsesAndValidates(r.choices[0].message.content, schema);
+  }
+  // Thinking on: the reasoning is free text, the reply after </think> follows the schema.
+  const r = await client.chat.completions.create({ model: 'spark-test', messages, max_tokens: 120, seed: 4, response_format: jsonSchemaFormat });
+  parsesAndValidates(r.choices[0].message.content, schema);
+});
+
+test('json_schema streamed', async () => {
+  const stream = await client.chat.completions.create({
+    model: 'spark-test', messages, max_tokens: 80, seed: 5, stream: true, response_format: jsonSchemaFormat, ...noThinking });
+  let text = '';
+  for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+  parsesAndValidates(text, schema);
+});
+
+test('json_object replies are JSON objects, streamed and not, n=2', async () => {
+  const r = await client.chat.completions.create({
+    model: 'spark-test', messages, max_tokens: 48, n: 2, seed: 6, response_format: { type: 'json_object' }, ...noThinking });
+  for (const c of r.choices) {
+    const v = JSON.parse(c.message.content);
+    assert.equal(typeof v, 'object');
+    assert.ok(v !== null && !Array.isArray(v));
+  }
+  const stream = await client.chat.completions.create({
+    model: 'spark-test', messages, max_tokens: 48, seed: 7, stream: true, response_format: { type: 'json_object' }, ...noThinking });
+  let text = '';
+  for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+  assert.equal(typeof JSON.parse(text), 'object');
+});
+
+test('a tight max_tokens still ends in a valid reply (budget steering)', async () => {
+  const r = await client.chat.completions.create({
+    model: 'spark-test', messages, max_tokens: 24, seed: 8, response_format: jsonSchemaFormat, ...noThinking });
+  parsesAndValidates(r.choices[0].message.content, schema);
+  assert.equal(r.choices[0].finish_reason, 'stop');
+});
+
+test('vLLM structured_outputs and guided_* on completions and chat', async () => {
+  const choice = await client.completions.create({
+    model: 'spark-test', prompt: 'Pick one:', max_tokens: 8, seed: 1, structured_outputs: { choice: ['alpha', 'beta', 'gamma'] } });
+  assert.ok(['alpha', 'beta', 'gamma'].includes(choice.choices[0].text), choice.choices[0].text);
+  const regex = await client.completions.create({
+    model: 'spark-test', prompt: 'A code:', max_tokens: 12, seed: 2, guided_regex: '[A-Z]{2}-[0-9]{3}' });
+  assert.match(regex.choices[0].text, /^[A-Z]{2}-[0-9]{3}$/);
+  const json = await client.chat.completions.create({
+    model: 'spark-test', messages, max_tokens: 60, seed: 3, guided_json: schema, ...noThinking });
+  parsesAndValidates(json.choices[0].message.content, schema);
+  const choiceChat = await client.chat.completions.create({
+    model: 'spark-test', messages, max_tokens: 8, seed: 4, guided_choice: ['yes', 'no'], ...noThinking });
+  assert.ok(['yes', 'no'].includes(choiceChat.choices[0].message.content));
+});
+
+test('a keyword the engine cannot enforce is a 400 naming it', async () => {
+  await assert.rejects(
+    client.chat.completions.create({
+      model: 'spark-test', messages, max_tokens: 8,
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'array', uniqueItems: true } } } }),
+    (e) => e instanceof OpenAI.BadRequestError && /uniqueItems/.test(e.message) && e.param === 'response_format.json_schema.schema');
+  const r = await postJson(`${server.url}/v1/chat/completions`, {
+    model: 'spark-test', messages, response_format: { type: 'json_schema', json_schema: { schema: { type: 'string', pattern: '(a)\\1' } } } });
+  assert.equal(r.status, 400, r.text);
+  assert.match(r.json.error.message, /backreference/);
+  const both = await postJson(`${server.url}/v1/chat/completions`, {
+    model: 'spark-test', messages, response_format: { type: 'json_object' }, guided_regex: 'a' });
+  assert.equal(both.status, 400, both.text);
+});

@@ -1,0 +1,186 @@
+// One test per keyword: instances it must accept and instances it must reject.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "grammar/json_schema.h"
+#include "grammar/matcher.h"
+#include "spark/error.h"
+
+namespace spark::grammar {
+namespace {
+
+struct Expect {
+  std::vector<std::string> accept;
+  std::vector<std::string> reject;
+};
+
+void check(const std::string& schema, const Expect& e) {
+  const Grammar g = compile_json_schema(schema);
+  for (const auto& t : e.accept) EXPECT_TRUE(grammar_matches(g, t)) << schema << " should accept " << t;
+  for (const auto& t : e.reject) EXPECT_FALSE(grammar_matches(g, t)) << schema << " should reject " << t;
+}
+
+std::string compile_error(const std::string& schema) {
+  try {
+    compile_json_schema(schema);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(JsonSchemaGrammar, Types) {
+  check(R"({"type": "null"})", {{"null"}, {"nul", "0", "\"null\""}});
+  check(R"({"type": "boolean"})", {{"true", "false"}, {"1", "True", "null"}});
+  check(R"({"type": "integer"})",
+        {{"0", "-7", "12345678901234567890"}, {"01", "1.5", "-", "1e3", "-0", "+1"}});
+  check(R"({"type": "number"})", {{"0", "-0.5", "1e10", "2.5E-3", "-0"}, {".5", "1.", "01", "1e", "--1"}});
+  check(R"({"type": "string"})", {{R"("")", R"("a b")", R"("\u00e9\n\"\\")", "\"\xC3\xA9\""},
+                                  {R"("a)", R"("\x")", "\"a\nb\"", "\"\x01\""}});
+  check(R"({"type": ["string", "null"]})", {{"null", R"("x")"}, {"1", "true"}});
+  check(R"({})", {{"1", "[1, {\"a\": null}]", R"({"x": [true]})"}, {"[1,", "{\"a\"}"}});
+  check(R"(true)", {{"[]", "\"s\""}, {"]"}});
+}
+
+TEST(JsonSchemaGrammar, PropertiesRequiredAndOrder) {
+  const std::string s =
+      R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
+                           "c": {"type": "boolean"}}, "required": ["a", "c"], "additionalProperties": false})";
+  check(s, {{R"({"a": 1, "c": true})", R"({"a":1,"b":"x","c":false})", "{\n  \"a\": 1,\n  \"c\": true\n}"},
+            {R"({"a": 1})", R"({"c": true, "a": 1})", R"({"a": 1, "c": true, "d": 1})",
+             R"({"a": "1", "c": true})", R"({"a": 1, "c": true,})", R"({})"}});
+}
+
+TEST(JsonSchemaGrammar, AdditionalProperties) {
+  // Default (true): anything after the declared properties, but never a declared name again.
+  check(R"({"type": "object", "properties": {"a": {"type": "integer"}}})",
+        {{R"({})", R"({"a": 1})", R"({"a": 1, "zz": [1]})", R"({"b": "x"})", R"({"ab": "x"})"},
+         {R"({"a": "x"})", R"({"b": 1, "a": "x"})"}});
+  check(R"({"type": "object", "additionalProperties": {"type": "integer"}})",
+        {{R"({"x": 1, "y": 2})", R"({})"}, {R"({"x": "1"})"}});
+  check(R"({"type": "object", "additionalProperties": false})", {{R"({})", R"({ })"}, {R"({"x": 1})"}});
+}
+
+TEST(JsonSchemaGrammar, Arrays) {
+  check(R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})",
+        {{"[1]", "[1, 2, 3]", "[ 1 ,2 ]"}, {"[]", "[1, 2, 3, 4]", "[1, \"a\"]", "[1,]"}});
+  check(R"({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false})",
+        {{"[]", R"(["a"])", R"(["a", 1])"}, {R"(["a", 1, 2])", R"([1])"}});
+  check(R"({"type": "array", "items": [{"type": "string"}], "additionalItems": {"type": "boolean"}})",
+        {{R"(["a", true, false])"}, {R"(["a", 1])"}});
+  check(R"({"type": "array", "maxItems": 0})", {{"[]"}, {"[1]"}});
+  EXPECT_NE(compile_error(R"({"type": "array", "uniqueItems": true})").find("uniqueItems"),
+            std::string::npos);
+  check(R"({"type": "array", "uniqueItems": false})", {{"[1, 1]"}, {}});
+}
+
+TEST(JsonSchemaGrammar, EnumAndConst) {
+  check(R"({"enum": ["red", 3, null, {"k": [1]}]})",
+        {{R"("red")", "3", "null", R"({"k": [1]})", R"({ "k" : [ 1 ] })"},
+         {R"("blue")", "4", R"({"k": [2]})"}});
+  check(R"({"const": "caf\u00e9"})", {{"\"caf\xC3\xA9\"", R"("caf\u00e9")"}, {R"("cafe")"}});
+  check(R"({"type": "string", "enum": ["a", 1]})", {{R"("a")"}, {"1"}});
+}
+
+TEST(JsonSchemaGrammar, AnyOfOneOfAllOf) {
+  check(R"({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 2}]})",
+        {{"12", R"("ab")"}, {R"("abc")", "true"}});
+  check(R"({"oneOf": [{"type": "boolean"}, {"type": "null"}]})", {{"true", "null"}, {"0"}});
+  check(R"({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                      {"properties": {"b": {"type": "string"}}, "required": ["b"]}], "additionalProperties": false})",
+        {{R"({"a": 1, "b": "x"})"}, {R"({"a": 1})", R"({"b": "x"})"}});
+  // Sibling keywords apply to every alternative.
+  check(R"({"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": false,
+             "anyOf": [{"required": ["a"]}, {"required": ["b"]}]})",
+        {{R"({"a": 1})", R"({"b": 2})", R"({"a": 1, "b": 2})"}, {R"({})"}});
+  EXPECT_NE(
+      compile_error(R"({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]})").find("pattern"),
+      std::string::npos);
+}
+
+TEST(JsonSchemaGrammar, RefsAndRecursion) {
+  const std::string tree = R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+      "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v"], "additionalProperties": false}},
+      "$ref": "#/$defs/node"})";
+  check(tree, {{R"({"v": 1})", R"({"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}, {"v": 4}]})"},
+               {R"({"v": 1, "kids": [{"kids": []}]})", R"({"v": 1, "kids": [{"v": "x"}]})"}});
+  check(
+      R"({"definitions": {"s": {"type": "string"}}, "type": "array", "items": {"$ref": "#/definitions/s"}})",
+      {{R"(["a", "b"])"}, {"[1]"}});
+  check(R"({"type": "object", "properties": {"next": {"$ref": "#"}}, "additionalProperties": false})",
+        {{R"({"next": {"next": {}}})"}, {R"({"next": 1})"}});
+  EXPECT_NE(compile_error(R"({"$ref": "other.json#/a"})").find("$ref"), std::string::npos);
+  EXPECT_NE(compile_error(R"({"$ref": "#/$defs/missing"})").find("does not resolve"), std::string::npos);
+}
+
+TEST(JsonSchemaGrammar, StringLengthPatternFormat) {
+  check(R"({"type": "string", "minLength": 2, "maxLength": 3})",
+        {{R"("ab")", R"("abc")", "\"\xC3\xA9\xC3\xA9\"", R"("\n\t")"}, {R"("a")", R"("abcd")"}});
+  check(R"({"type": "string", "pattern": "^[A-Z]{2}-[0-9]+$"})", {{R"("AB-12")"}, {R"("AB-")", R"("ab-1")"}});
+  check(R"({"type": "string", "format": "date"})",
+        {{R"("2024-02-29")"}, {R"("2024-13-01")", R"("24-01-01")"}});
+  check(R"({"type": "string", "format": "date-time"})",
+        {{R"("2024-01-01T10:20:30Z")", R"("2024-01-01T10:20:30.5+01:00")"}, {R"("2024-01-01 10:20")"}});
+  check(R"({"type": "string", "format": "time"})", {{R"("23:59:59Z")"}, {R"("24:00:00Z")"}});
+  check(R"({"type": "string", "format": "email"})", {{R"("a.b@example.com")"}, {R"("a@b")", R"("@x.com")"}});
+  check(R"({"type": "string", "format": "uuid"})",
+        {{R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567e89b12d3a456426614174000")"}});
+  check(R"({"type": "string", "format": "uri"})", {{R"("https://example.com/a?b=c#d")"}, {R"("not a uri")"}});
+  check(R"({"type": "string", "format": "ipv4"})", {{R"("192.168.0.1")"}, {R"("256.1.1.1")", R"("1.2.3")"}});
+  check(R"({"type": "string", "format": "ipv6"})",
+        {{R"("::1")", R"("2001:db8::ff00:42:8329")"}, {R"(":::")"}});
+  check(R"({"type": "string", "format": "hostname"})",
+        {{R"("a-b.example.org")"}, {R"("-a.org")", R"("a_b")"}});
+  check(R"({"type": "string", "format": "not-a-known-format"})", {{R"("anything")"}, {"1"}});
+  EXPECT_NE(compile_error(R"({"type": "string", "pattern": "a", "maxLength": 3})").find("pattern"),
+            std::string::npos);
+}
+
+TEST(JsonSchemaGrammar, IntegerBounds) {
+  check(R"({"type": "integer", "minimum": -12, "maximum": 105})",
+        {{"-12", "-1", "0", "9", "10", "99", "100", "105"}, {"-13", "106", "1000", "-100"}});
+  check(R"({"type": "integer", "exclusiveMinimum": 0})", {{"1", "123456789"}, {"0", "-1"}});
+  check(R"({"type": "integer", "minimum": 1.5, "exclusiveMaximum": 30})", {{"2", "29"}, {"1", "30"}});
+  check(R"({"type": "integer", "minimum": 5, "exclusiveMinimum": true})", {{"6"}, {"5"}});  // draft 4
+  check(R"({"type": "integer", "maximum": -3})", {{"-3", "-1000"}, {"-2", "0", "5"}});
+}
+
+TEST(JsonSchemaGrammar, NumberBounds) {
+  check(R"({"type": "number", "minimum": 0, "maximum": 1})",
+        {{"0", "0.5", "1", "1.0", "1.000"}, {"-0.5", "1.01", "2", "-1"}});
+  check(R"({"type": "number", "exclusiveMinimum": 0})", {{"0.001", "3", "3.5"}, {"0", "0.0", "-1"}});
+  check(R"({"type": "number", "minimum": -2, "exclusiveMaximum": 3})",
+        {{"-2", "-1.5", "0", "2.99"}, {"-2.01", "3", "3.0", "-3"}});
+  EXPECT_NE(compile_error(R"({"type": "number", "minimum": 0.5})").find("minimum"), std::string::npos);
+}
+
+TEST(JsonSchemaGrammar, KeywordsItCannotEnforceAreNamed) {
+  for (const char* k : {"not", "if", "multipleOf", "minProperties", "maxProperties", "propertyNames",
+                        "contains", "dependentRequired", "patternProperties", "unevaluatedProperties"}) {
+    const std::string schema = std::string(R"({"type": "object", ")") + k + R"(": {}})";
+    EXPECT_NE(compile_error(schema).find(k), std::string::npos) << k;
+  }
+  // Annotations are not errors.
+  check(R"({"title": "t", "description": "d", "examples": [1], "x-custom": 1, "type": "integer"})",
+        {{"1"}, {}});
+}
+
+TEST(JsonSchemaGrammar, WhitespaceRunsAreBounded) {
+  const Grammar g = compile_json_schema(R"({"type": "array"})", JsonSchemaOptions{4});
+  EXPECT_TRUE(grammar_matches(g, "[    1]"));
+  EXPECT_FALSE(grammar_matches(g, "[     1]"));
+}
+
+TEST(JsonSchemaGrammar, JsonObjectChoiceRegex) {
+  const Grammar obj = json_object_grammar();
+  EXPECT_TRUE(grammar_matches(obj, R"({"a": [1, {"b": null}]})"));
+  EXPECT_FALSE(grammar_matches(obj, "[1]"));
+  const Grammar ch = choice_grammar({"yes", "no", "maybe"});
+  EXPECT_TRUE(grammar_matches(ch, "maybe"));
+  EXPECT_FALSE(grammar_matches(ch, "ye"));
+}
+
+}  // namespace
+}  // namespace spark::grammar

@@ -1,0 +1,187 @@
+// Token masks against the slow reference (each token's bytes run through the automaton), on states reached
+// by random walks over the allowed tokens; ends, recursion and tokens that split UTF-8 characters.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "grammar/json_schema.h"
+#include "grammar/matcher.h"
+
+namespace spark::grammar {
+namespace {
+
+constexpr int32_t kEnd = 0;
+
+// Id 0 ends generation; then every single byte, JSON punctuation runs, words, and random strings.
+std::shared_ptr<const TokenVocab> test_vocab() {
+  std::vector<std::string> t{"<end>"};
+  for (int b = 0; b < 256; ++b) t.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* s :
+       {"{\"",   "\":",   "\": ",     "\", \"", "\"}",         "\"]",        "\"],",     "}}",      "]}",
+        "true",  "false", "null",     "nul",    "12",          "0.",         "e+",       "-1",      "\\u00",
+        "\\n",   "\\\"",  "\xC3",     "\xA9\"", "caf\xC3\xA9", "  ",         "\n  ",     " \"",     "\",",
+        "v\": ", "kids",  "\"v\": 1", "abc",    "2024-",       "-01",        "T10:",     "Z\"",     "[{",
+        "}]",    ", ",    ",\"",      "\"a",    "a\"",         "\"x\": {\"", "\xF0\x9F", "\x98\x80"}) {
+    t.push_back(s);
+  }
+  std::mt19937 rng(7);
+  const std::string alphabet = "{}[]\",: abcvkxyz0123456789.-e\\nu\n";
+  for (int i = 0; i < 400; ++i) {
+    std::string s;
+    const int len = 1 + static_cast<int>(rng() % 5);
+    for (int k = 0; k < len; ++k) s.push_back(alphabet[rng() % alphabet.size()]);
+    t.push_back(s);
+  }
+  t.push_back("");  // a token with no bytes is never allowed
+  return std::make_shared<const TokenVocab>(std::move(t), std::vector<int32_t>{kEnd});
+}
+
+bool bit(const std::vector<uint64_t>& bits, int32_t id) {
+  return (bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1;
+}
+
+void random_walks(const std::string& schema, int walks, int steps) {
+  const auto vocab = test_vocab();
+  const auto g = std::make_shared<const CompiledGrammar>(compile_json_schema(schema), vocab);
+  std::mt19937 rng(11);
+  std::vector<uint64_t> bits;
+  for (int w = 0; w < walks; ++w) {
+    GrammarMatcher m(g);
+    for (int s = 0; s < steps && !m.ended(); ++s) {
+      const size_t n = m.fill_mask(bits);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
+        const bool fast = bit(bits, id);
+        ASSERT_EQ(fast, m.allows_token(id))
+            << schema << " token " << id << " '" << vocab->bytes(id) << "' step " << s;
+        if (fast) allowed.push_back(id);
+      }
+      ASSERT_EQ(n, allowed.size());
+      ASSERT_FALSE(allowed.empty()) << "dead end in " << schema;  // byte tokens can always continue
+      const int32_t pick = allowed[rng() % allowed.size()];
+      ASSERT_TRUE(m.accept_token(pick));
+    }
+  }
+}
+
+TEST(GrammarMatcher, MaskEqualsSlowReferenceOnRandomStates) {
+  random_walks(
+      R"({"type": "object", "properties": {"v": {"type": "integer"}, "name": {"type": "string", "maxLength": 6},
+                 "tags": {"type": "array", "items": {"enum": ["a", "b", null]}, "maxItems": 3}},
+                 "required": ["v"]})",
+      12, 40);
+  random_walks(
+      R"({"anyOf": [{"type": "number", "minimum": -5, "maximum": 50}, {"type": "string", "format": "date"},
+                 {"type": "boolean"}]})",
+      12, 20);
+  random_walks(R"({})", 10, 40);
+}
+
+TEST(GrammarMatcher, MaskOnRecursiveSchema) {
+  random_walks(R"({"$defs": {"n": {"type": "object", "properties": {"v": {"type": "integer"},
+                 "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "required": ["v"],
+                 "additionalProperties": false}}, "$ref": "#/$defs/n"})",
+               12, 60);
+}
+
+TEST(GrammarMatcher, EndTokenOnlyWhenComplete) {
+  const auto vocab = test_vocab();
+  const auto g =
+      std::make_shared<const CompiledGrammar>(compile_json_schema(R"({"type": "integer"})"), vocab);
+  GrammarMatcher m(g);
+  std::vector<uint64_t> bits;
+  m.fill_mask(bits);
+  EXPECT_FALSE(bit(bits, kEnd));
+  EXPECT_FALSE(m.accept_token(kEnd));
+  ASSERT_TRUE(m.advance("12"));
+  m.fill_mask(bits);
+  EXPECT_TRUE(bit(bits, kEnd));
+  EXPECT_TRUE(m.accept_token(kEnd));
+  EXPECT_TRUE(m.ended());
+  EXPECT_EQ(m.fill_mask(bits), 0u);
+}
+
+TEST(GrammarMatcher, RejectedBytesLeaveTheStateAlone) {
+  const auto g =
+      std::make_shared<const Grammar>(compile_json_schema(R"({"type": "string", "maxLength": 2})"));
+  GrammarMatcher m(g);
+  EXPECT_TRUE(m.advance("\"a"));
+  EXPECT_FALSE(m.advance("bc"));  // would be 3 characters
+  EXPECT_TRUE(m.advance("b\""));
+  EXPECT_TRUE(m.can_end());
+  EXPECT_TRUE(m.must_end());
+}
+
+TEST(GrammarMatcher, TokensMaySplitUtf8Characters) {
+  const auto vocab = test_vocab();
+  const auto g =
+      std::make_shared<const CompiledGrammar>(compile_json_schema(R"({"const": "caf\u00e9"})"), vocab);
+  GrammarMatcher m(g);
+  ASSERT_TRUE(m.advance("\"caf"));
+  std::vector<uint64_t> bits;
+  m.fill_mask(bits);
+  int32_t lead = -1, tail = -1;
+  for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
+    if (vocab->bytes(id) == "\xC3") lead = id;
+    if (vocab->bytes(id) == "\xA9\"") tail = id;
+  }
+  EXPECT_TRUE(bit(bits, lead));
+  ASSERT_TRUE(m.accept_token(lead));
+  m.fill_mask(bits);
+  EXPECT_TRUE(bit(bits, tail));
+  ASSERT_TRUE(m.accept_token(tail));
+  EXPECT_TRUE(m.can_end());
+}
+
+}  // namespace
+}  // namespace spark::grammar
+
+namespace spark::grammar {
+namespace {
+
+// Budget steering: from any state, following restrict_to_shortest ends the grammar in exactly
+// min_completion_bytes() tokens, and the end token is then the only choice.
+TEST(GrammarMatcher, SteersToTheShortestCompletion) {
+  const auto vocab = test_vocab();
+  const std::string schema = R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 2},
+      "b": {"type": "array", "items": {"$ref": "#"}, "minItems": 1}, "c": {"enum": ["long-value", 12]}},
+      "required": ["a", "b", "c"], "additionalProperties": false})";
+  const auto g = std::make_shared<const CompiledGrammar>(compile_json_schema(schema), vocab);
+  std::mt19937 rng(5);
+  std::vector<uint64_t> bits;
+  for (int prefix = 0; prefix < 30; prefix += 3) {
+    GrammarMatcher m(g);
+    for (int s = 0; s < prefix; ++s) {  // a random start
+      m.fill_mask(bits);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 1; id < static_cast<int32_t>(vocab->size()); ++id) {
+        if (bit(bits, id)) allowed.push_back(id);
+      }
+      if (allowed.empty()) break;
+      ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
+    }
+    const uint32_t need = m.min_completion_bytes();
+    uint32_t used = 0;
+    while (!m.can_end()) {
+      m.fill_mask(bits);
+      ASSERT_GT(m.restrict_to_shortest(bits), 0u);
+      int32_t pick = -1;
+      for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()) && pick < 0; ++id) {
+        if (bit(bits, id)) pick = id;
+      }
+      ASSERT_EQ(vocab->bytes(pick).size(), 1u);
+      ASSERT_TRUE(m.accept_token(pick));
+      ++used;
+      ASSERT_LE(used, need);
+    }
+    EXPECT_EQ(used, need);
+    m.fill_mask(bits);
+    EXPECT_EQ(m.restrict_to_shortest(bits), 1u);
+    EXPECT_TRUE(bit(bits, kEnd));
+  }
+}
+
+}  // namespace
+}  // namespace spark::grammar

@@ -1,0 +1,112 @@
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/json_schema.h"
+#include "grammar/matcher.h"
+#include "grammar/regex.h"
+#include "spark/error.h"
+
+namespace spark::grammar {
+namespace {
+
+bool full(const std::string& pattern, const std::string& text) {
+  return grammar_matches(regex_grammar(pattern), text);
+}
+
+TEST(GrammarRegex, LiteralsClassesAndQuantifiers) {
+  EXPECT_TRUE(full("abc", "abc"));
+  EXPECT_FALSE(full("abc", "abcd"));
+  EXPECT_FALSE(full("abc", "ab"));
+  EXPECT_TRUE(full("a[0-9]+z", "a123z"));
+  EXPECT_FALSE(full("a[0-9]+z", "az"));
+  EXPECT_TRUE(full("a[^0-9]z", "axz"));
+  EXPECT_FALSE(full("a[^0-9]z", "a5z"));
+  EXPECT_TRUE(full("x{2,3}", "xx"));
+  EXPECT_TRUE(full("x{2,3}", "xxx"));
+  EXPECT_FALSE(full("x{2,3}", "xxxx"));
+  EXPECT_FALSE(full("x{2,3}", "x"));
+  EXPECT_TRUE(full("x{2,}", "xxxxxxx"));
+  EXPECT_TRUE(full("x{2}", "xx"));
+  EXPECT_TRUE(full("(ab|cd)*e?", "abcdab"));
+  EXPECT_TRUE(full("(?:ab|cd)*e?", "abcde"));
+  EXPECT_FALSE(full("(ab|cd)*", "abc"));
+  EXPECT_TRUE(full("\\d\\w\\s\\.", "7_ ."));
+  EXPECT_FALSE(full("\\d", "a"));
+  EXPECT_TRUE(full("\\D\\W\\S", "a-x"));
+  EXPECT_TRUE(full("a.c",
+                   "a\xC3\xA9"
+                   "c"));  // . is one code point, however many bytes
+  EXPECT_FALSE(full("a.c", "a\nc"));
+  EXPECT_TRUE(full("[\\u00e0-\\u00ff]+", "\xC3\xA9\xC3\xA0"));
+  EXPECT_TRUE(full("\\x41\\u0042", "AB"));
+  EXPECT_TRUE(full("a{,2}", "a{,2}"));  // not a repetition: literal braces
+  EXPECT_TRUE(full("[a-c-]+", "a-c"));
+  EXPECT_TRUE(full("(?<year>[0-9]{4})", "2024"));
+}
+
+TEST(GrammarRegex, UnicodeRangesSpanEncodingLengths) {
+  const std::string p = "[\\u0070-\\u3000]";
+  EXPECT_TRUE(full(p, "p"));
+  EXPECT_TRUE(full(p, "\xC2\x80"));      // U+0080
+  EXPECT_TRUE(full(p, "\xDF\xBF"));      // U+07FF
+  EXPECT_TRUE(full(p, "\xE0\xA0\x80"));  // U+0800
+  EXPECT_TRUE(full(p, "\xE3\x80\x80"));  // U+3000
+  EXPECT_FALSE(full(p, "\xE3\x80\x81"));
+  EXPECT_FALSE(full(p, "o"));
+  EXPECT_FALSE(full("[^a]", "\xED\xA0\x80"));  // a surrogate is not a character
+  EXPECT_TRUE(full("[^a]", "\xF0\x9F\x98\x80"));
+}
+
+TEST(GrammarRegex, UnsupportedSyntaxIsAnErrorNamingIt) {
+  auto message = [](const std::string& p) {
+    try {
+      regex_grammar(p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("(a)\\1").find("backreference"), std::string::npos);
+  EXPECT_NE(message("a(?=b)").find("lookaround"), std::string::npos);
+  EXPECT_NE(message("\\bword").find("word boundar"), std::string::npos);
+  EXPECT_NE(message("a(b").find("missing ')'"), std::string::npos);
+  EXPECT_NE(message("a)").find("unbalanced"), std::string::npos);
+  EXPECT_NE(message("*a").find("nothing to repeat"), std::string::npos);
+  EXPECT_NE(message("[a").find("unterminated"), std::string::npos);
+  EXPECT_NE(message("a^b").find("'^'"), std::string::npos);
+}
+
+// The classic catastrophic pattern for backtracking engines runs in linear time here.
+TEST(GrammarRegex, NoBacktrackingBlowUp) {
+  const auto g = regex_grammar("(a+)+b");
+  const std::string text(20000, 'a');
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(grammar_matches(g, text));
+  EXPECT_TRUE(grammar_matches(g, text + "b"));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 5.0);
+}
+
+// JSON Schema `pattern`: a search unless anchored, over the JSON-escaped text of the string.
+TEST(GrammarRegex, SchemaPatternSearchSemantics) {
+  auto ok = [](const std::string& pattern, const std::string& json_text) {
+    const std::string schema = nlohmann::json{{"type", "string"}, {"pattern", pattern}}.dump();
+    return grammar_matches(compile_json_schema(schema), json_text);
+  };
+  EXPECT_TRUE(ok("b+", "\"abbbc\""));
+  EXPECT_FALSE(ok("^b+", "\"abbbc\""));
+  EXPECT_TRUE(ok("^a", "\"abbbc\""));
+  EXPECT_FALSE(ok("c$|^x", "\"abbbcd\""));
+  EXPECT_TRUE(ok("c$|^x", "\"xyz\""));
+  EXPECT_TRUE(ok("^a\"b$", "\"a\\\"b\""));  // the quote comes escaped
+  EXPECT_FALSE(ok("^a\"b$", "\"a\"b\""));
+  EXPECT_TRUE(ok("^a\\nb$", "\"a\\nb\""));
+  EXPECT_TRUE(ok("^[^x]$", "\"\\\\\""));  // a backslash, escaped
+}
+
+}  // namespace
+}  // namespace spark::grammar
