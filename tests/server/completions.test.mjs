@@ -69,6 +69,10 @@ test('a second turn that resends the conversation is served from the prefix cach
   const r1 = await client.chat.completions.create({ model: 'spark-test', messages: first, max_tokens: 24, temperature: 0, ignore_eos: true, chat_template_kwargs: { enable_thinking: false } });
   const second = [...first, { role: 'assistant', content: r1.choices[0].message.content }, { role: 'user', content: 'And then?' }];
   const r2 = await client.chat.completions.create({ model: 'spark-test', messages: second, max_tokens: 4, chat_template_kwargs: { enable_thinking: false } });
-  assert.ok(r2.usage.prompt_tokens_details.cached_tokens >= r1.usage.prompt_tokens,
-    `cached ${r2.usage.prompt_tokens_details.cached_tokens} of ${r2.usage.prompt_tokens}`);
+  // The cache reuses whole 16-token blocks (docs/prefix-cache.md), as vLLM does: every full block of the
+  // first turn's prompt, at least.
+  const block = 16;
+  const cached = r2.usage.prompt_tokens_details.cached_tokens;
+  assert.ok(cached > 0 && cached >= Math.floor(r1.usage.prompt_tokens / block) * block,
+    `cached ${cached} of ${r2.usage.prompt_tokens} (first turn: ${r1.usage.prompt_tokens})`);
 });
