@@ -12,7 +12,6 @@ For each form `spark-make-checkpoint` can write (--form for config / weights / t
     defaults apply to omitted fields and --generation-config none turns them off, the stored tied head is
     ignored with a log line, a repo id resolves offline from the hub cache and a missing one is one line).
 """
-import argparse
 import json
 import os
 import re
@@ -156,16 +155,8 @@ class Checker:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("--work-dir", required=True)
-    ap.add_argument("--source-dir", required=True)
-    ap.add_argument("--node-prefix", required=True)
-    args = ap.parse_args()
-    try:
-        module_dir = tokenizer_npm.ensure_tokenizers(args.node_prefix)
-    except RuntimeError as e:
-        print(f"FAIL: cannot install the reference tokenizers npm package: {e}")
+    args, module_dir = tokenizer_npm.golden_test_setup()
+    if module_dir is None:
         return 1
     work = os.path.join(args.work_dir, "checkpoint-forms")
     shutil.rmtree(work, ignore_errors=True)

@@ -1,6 +1,7 @@
 """Installs Hugging Face's `tokenizers` npm package (the Rust core behind Python's `tokenizers`) into a
 folder under the build directory, once. Shared by the tokenizer parity test and the tokenizer benchmark.
 """
+import argparse
 import json
 import os
 import shutil
@@ -29,3 +30,20 @@ def ensure_tokenizers(prefix):
     if proc.returncode != 0 or not os.path.exists(manifest):
         raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
     return module_dir
+
+
+def golden_test_setup():
+    """The arguments every tokenizer golden test takes (--bin-dir, --work-dir, --source-dir, --node-prefix)
+    and the installed package folder; the folder is None (after printing FAIL) when it cannot be installed:
+    the registry is reachable on our machines and in CI, so an install failure is a test failure."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--work-dir", required=True)
+    ap.add_argument("--source-dir", required=True)
+    ap.add_argument("--node-prefix", required=True)
+    args = ap.parse_args()
+    try:
+        return args, ensure_tokenizers(args.node_prefix)
+    except RuntimeError as e:
+        print(f"FAIL: cannot install the reference tokenizers npm package: {e}")
+        return args, None

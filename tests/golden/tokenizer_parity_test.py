@@ -13,7 +13,6 @@ Over every code point: each character class the pre-tokenizers use, the Punctuat
 WhitespaceSplit steps, and the NFC and NFKC + Lowercase normalizers.
 Our side runs as one process per tokenizer through `spark-server tokenize --jsonl`.
 """
-import argparse
 import copy
 import json
 import os
@@ -255,18 +254,8 @@ def check_variants(args, module_dir, corpus_dir, work):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("--work-dir", required=True)
-    ap.add_argument("--source-dir", required=True)
-    ap.add_argument("--node-prefix", required=True)
-    args = ap.parse_args()
-
-    try:
-        module_dir = tokenizer_npm.ensure_tokenizers(args.node_prefix)
-    except RuntimeError as e:
-        # The registry is reachable on our machines and in CI: an install failure is a test failure.
-        print(f"FAIL: cannot install the reference tokenizers npm package: {e}")
+    args, module_dir = tokenizer_npm.golden_test_setup()
+    if module_dir is None:
         return 1
 
     work = os.path.join(args.work_dir, "tokenizer-parity")
