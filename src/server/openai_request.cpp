@@ -46,6 +46,12 @@ bool boolean(const ordered_json& body, const char* key, bool fallback) {
   return v->get<bool>();
 }
 
+// j == "literal" without nlohmann's comparison operators, which clang's C++20 rewritten candidates pick
+// differently from GCC's.
+bool is_string_value(const ordered_json& j, const char* value) {
+  return j.is_string() && j.get_ref<const std::string&>() == value;
+}
+
 void check_text(const std::string& s, const std::string& param) {
   if (!is_valid_utf8(s)) bad(param, "is not valid UTF-8");
 }
@@ -181,7 +187,7 @@ void validate_content(const ordered_json& content, const std::string& param) {
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
       bad(param, "content parts must be objects with a type");
     }
-    if (part["type"] != "text")
+    if (!is_string_value(part["type"], "text"))
       bad(param, "content part type '" + part["type"].get<std::string>() + "' is not supported");
     if (!part.contains("text") || !part["text"].is_string()) bad(param, "text parts need a string 'text'");
     check_text(part["text"].get<std::string>(), param);
@@ -315,7 +321,7 @@ ChatRequest parse_chat_request(const ordered_json& body, const RequestLimits& li
       const auto& t = (*tools)[i];
       const std::string p = "tools[" + std::to_string(i) + "]";
       // `type` is compared as JSON, never read with value<string>(): a non-string type is a 400, not a throw.
-      if (!t.is_object() || (t.contains("type") && t["type"] != "function") || !t.contains("function") ||
+      if (!t.is_object() || (t.contains("type") && !is_string_value(t["type"], "function")) || !t.contains("function") ||
           !t["function"].is_object() || !t["function"].contains("name") ||
           !t["function"]["name"].is_string()) {
         bad(p, "must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
@@ -347,7 +353,7 @@ ChatRequest parse_chat_request(const ordered_json& body, const RequestLimits& li
         bad("tool_choice",
             "must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
       }
-    } else if (tc->is_object() && tc->contains("type") && (*tc)["type"] == "function" &&
+    } else if (tc->is_object() && tc->contains("type") && is_string_value((*tc)["type"], "function") &&
                tc->contains("function") && (*tc)["function"].is_object() &&
                (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string()) {
       r.tool_choice = ToolChoiceMode::kNamed;

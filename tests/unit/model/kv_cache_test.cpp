@@ -39,8 +39,17 @@ TEST(KvPagePool, BudgetIsHonouredToWithinOnePage) {
 TEST(KvPagePool, MemoryBecomesResidentAsPagesAreUsed) {
   ModelConfig cfg = tiny_config();
   const int64_t mib = 1024 * 1024, budget = 48 * mib;
+// GCC says __SANITIZE_ADDRESS__, clang __has_feature(address_sanitizer).
 #if defined(__SANITIZE_ADDRESS__)
-  const double shadow = 1.0 / 8;  // AddressSanitizer commits one shadow byte per eight written
+#define SPARK_ASAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPARK_ASAN_BUILD 1
+#endif
+#endif
+#if defined(SPARK_ASAN_BUILD)
+  // One shadow byte per eight, plus what clang's sanitizer allocator adds (measured: 4-8% more).
+  const double shadow = 1.0 / 4;
 #else
   const double shadow = 0.0;
 #endif

@@ -27,12 +27,19 @@ int chat_status(const ordered_json& body, const RequestLimits& limits, std::stri
   }
 }
 
+// Built key by key: nested braced lists are read differently by GCC and clang (object vs array).
 ordered_json tool(const std::string& name, size_t description_bytes = 0) {
-  return {{"type", "function"},
-          {"function",
-           {{"name", name},
-            {"description", std::string(description_bytes, 'd')},
-            {"parameters", {{"type", "object"}, {"properties", ordered_json::object()}}}}}};
+  ordered_json parameters = ordered_json::object();
+  parameters["type"] = "object";
+  parameters["properties"] = ordered_json::object();
+  ordered_json function = ordered_json::object();
+  function["name"] = name;
+  function["description"] = std::string(description_bytes, 'd');
+  function["parameters"] = parameters;
+  ordered_json t = ordered_json::object();
+  t["type"] = "function";
+  t["function"] = function;
+  return t;
 }
 
 TEST(RequestLimits, N) {
@@ -76,7 +83,7 @@ TEST(RequestLimits, ToolCount) {
   RequestLimits lim;
   lim.max_tools = 2;
   ordered_json b = base();
-  b["tools"] = {tool("a"), tool("b")};
+  b["tools"] = ordered_json::array({tool("a"), tool("b")});
   EXPECT_EQ(chat_status(b, lim), 200);
   b["tools"].push_back(tool("c"));
   std::string param;
@@ -88,9 +95,9 @@ TEST(RequestLimits, ToolSchemaSize) {
   RequestLimits lim;
   lim.max_tool_schema_bytes = 1000;
   ordered_json b = base();
-  b["tools"] = {tool("a", 800)};
+  b["tools"] = ordered_json::array({tool("a", 800)});
   EXPECT_EQ(chat_status(b, lim), 200);
-  b["tools"] = {tool("a"), tool("big", 2000)};
+  b["tools"] = ordered_json::array({tool("a"), tool("big", 2000)});
   std::string param, msg;
   EXPECT_EQ(chat_status(b, lim, &param, &msg), 400);
   EXPECT_EQ(param, "tools[1].function");
