@@ -8,11 +8,20 @@
 #include <string>
 #include <string_view>
 
+#include "tokenizer/synthetic_tokenizer.h"
+#include "tokenizer/tokenizer.h"
+
 namespace spark::fuzz {
 
 [[noreturn]] inline void fail(const char* what, const std::string& detail = {}) {
   std::fprintf(stderr, "fuzz property violated: %s %s\n", what, detail.c_str());
   std::abort();
+}
+
+// The Spark-layout tokenizer (synthetic, 2048 entries) the tokenizer harnesses run against, built once.
+inline const Tokenizer& spark_tokenizer() {
+  static const Tokenizer tok = Tokenizer::from_json(synthetic_tokenizer_json(2048, 1));
+  return tok;
 }
 
 inline void check(bool ok, const char* what, const std::string& detail = {}) {

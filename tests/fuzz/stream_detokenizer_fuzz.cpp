@@ -15,18 +15,9 @@
 
 using spark::fuzz::check;
 
-namespace {
-
-const spark::Tokenizer& tokenizer() {
-  static const spark::Tokenizer tok = spark::Tokenizer::from_json(spark::synthetic_tokenizer_json(2048, 1));
-  return tok;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const spark::Tokenizer& tok = tokenizer();
+  const spark::Tokenizer& tok = spark::fuzz::spark_tokenizer();
   const bool skip_special = data[0] & 1;
   spark::StreamDetokenizer detok(tok, skip_special);
   std::vector<int32_t> accepted;

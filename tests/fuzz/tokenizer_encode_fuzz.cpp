@@ -17,18 +17,9 @@
 
 using spark::fuzz::check;
 
-namespace {
-
-const spark::Tokenizer& tokenizer() {
-  static const spark::Tokenizer tok = spark::Tokenizer::from_json(spark::synthetic_tokenizer_json(2048, 1));
-  return tok;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const spark::Tokenizer& tok = tokenizer();
+  const spark::Tokenizer& tok = spark::fuzz::spark_tokenizer();
   const std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
   if (data[0] % 2 == 0) {
     const bool valid = spark::fuzz::well_formed_utf8(rest);

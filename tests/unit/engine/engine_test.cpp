@@ -369,20 +369,8 @@ TEST_F(EngineTest, KvBudgetIsExactAndResident) {
   const int64_t alloc_delta = large.second - small.second;
   // RssAnon moves by the budget difference (measured): within 4 MiB of thread stacks and allocator noise.
   // Under AddressSanitizer the arena may also commit its shadow memory (one byte per eight).
-// GCC says __SANITIZE_ADDRESS__, clang __has_feature(address_sanitizer).
-#if defined(__SANITIZE_ADDRESS__)
-#define SPARK_ASAN_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SPARK_ASAN_BUILD 1
-#endif
-#endif
-#if defined(SPARK_ASAN_BUILD)
-  // One shadow byte per eight, plus what clang's sanitizer allocator adds (measured: 4-8% more).
-  const double shadow = 1.0 / 4;
-#else
-  const double shadow = 0.0;
-#endif
+  // Under ASan: one shadow byte per eight, plus what clang's sanitizer allocator adds (measured: 4-8%).
+  const double shadow = kAddressSanitizer ? 1.0 / 4 : 0.0;
   EXPECT_GE(static_cast<double>(rss_delta), static_cast<double>(alloc_delta) - 4.0 * mib)
       << "RssAnon delta " << rss_delta << " vs allocated delta " << alloc_delta;
   EXPECT_LE(static_cast<double>(rss_delta), static_cast<double>(alloc_delta) * (1.0 + shadow) + 4.0 * mib)

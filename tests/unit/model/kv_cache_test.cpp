@@ -39,20 +39,8 @@ TEST(KvPagePool, BudgetIsHonouredToWithinOnePage) {
 TEST(KvPagePool, MemoryBecomesResidentAsPagesAreUsed) {
   ModelConfig cfg = tiny_config();
   const int64_t mib = 1024 * 1024, budget = 48 * mib;
-// GCC says __SANITIZE_ADDRESS__, clang __has_feature(address_sanitizer).
-#if defined(__SANITIZE_ADDRESS__)
-#define SPARK_ASAN_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SPARK_ASAN_BUILD 1
-#endif
-#endif
-#if defined(SPARK_ASAN_BUILD)
-  // One shadow byte per eight, plus what clang's sanitizer allocator adds (measured: 4-8% more).
-  const double shadow = 1.0 / 4;
-#else
-  const double shadow = 0.0;
-#endif
+  // Under ASan: one shadow byte per eight, plus what clang's sanitizer allocator adds (measured: 4-8%).
+  const double shadow = kAddressSanitizer ? 1.0 / 4 : 0.0;
   const int64_t before = read_process_memory().rss_anon_bytes;
   KvPagePool pool(cfg, 16, budget);
   const int64_t constructed = read_process_memory().rss_anon_bytes;
