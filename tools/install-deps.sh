@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev
   python3 python3-numpy python3-jinja2
   curl ca-certificates
+  nginx-light
 )
 
 # Node 20 with its bundled npm is preinstalled on our machines (NodeSource build, which conflicts with
