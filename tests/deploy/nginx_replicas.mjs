@@ -112,7 +112,7 @@ async function main() {
     const pinned = [...sessionsByReplica(f.records.filter((r) => r.startedAt > killedAt)).entries()]
       .filter(([, s]) => s.has(target.name)).map(([id]) => id);
     check(pinned.length > 0, `drain: ${pinned.length} session(s) are on ${target.name}`);
-    const longBody = { model: 'spark-test', max_tokens: 96, ignore_eos: true, temperature: 0,
+    const longBody = { model: 'spark-test', max_tokens: 400, ignore_eos: true, temperature: 0,
                        messages: [{ role: 'user', content: 'Write a long answer.' }] };
     const streams = pinned.slice(0, 3).map((id) => streamTurn(nginx.url, longBody, { 'X-Session-Id': id }));
     // Wait until the target is producing tokens for them, then SIGTERM it.
@@ -128,7 +128,7 @@ async function main() {
     const during = await Promise.all(pinned.slice(0, 3).map((id) => streamTurn(nginx.url,
       { ...longBody, max_tokens: 4 }, { 'X-Session-Id': id })));
     const finished = await Promise.all(streams);
-    check(finished.every((r) => r.ok && r.completionTokens === 96 && r.servedBy === target.name),
+    check(finished.every((r) => r.ok && r.completionTokens === 400 && r.servedBy === target.name),
           `drain: ${finished.length} in-flight stream(s) on ${target.name} completed (${finished.map((r) => r.error ?? r.completionTokens).join(', ')})`);
     check(finished.every((r) => r.startedAt < termAt && r.startedAt + r.ms > termAt), 'drain: they were in flight at SIGTERM');
     check(during.every((r) => r.ok && r.servedBy !== target.name),
