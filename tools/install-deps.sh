@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libicu-dev
   python3 python3-numpy python3-jinja2
   curl ca-certificates
+  nginx-light
 )
 
 # Node 20 with its bundled npm is preinstalled on our machines (NodeSource build, which conflicts with

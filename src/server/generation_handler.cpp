@@ -296,10 +296,31 @@ void write_event(httplib::DataSink& sink, const ordered_json& j) {
   sink.write(line.data(), line.size());
 }
 
+// The session key (X-Session-Id, else the OpenAI `user` field) is for logs and metrics only: a load
+// balancer in front routes on it (deploy/nginx), this server never does. It is the client's text: it reaches
+// the log only with --log-requests, and then in a bounded, printable form.
+void note_session_key(ServerContext& ctx, const httplib::Request& req, const ordered_json& body) {
+  std::string key = req.get_header_value("X-Session-Id");
+  std::string source = "header";
+  if (key.empty() && body.is_object() && body.contains("user") && body["user"].is_string()) {
+    key = body["user"].get<std::string>();
+    source = "user";
+  }
+  if (key.empty()) source = "none";
+  ctx.metrics.count_session_key(source);
+  if (source == "none" || !ctx.options.log_requests) return;
+  constexpr size_t kMaxLoggedKey = 64;
+  std::string shown;
+  for (char c : key.substr(0, kMaxLoggedKey)) shown += (c >= 0x20 && c < 0x7f) ? c : '?';
+  spdlog::info("{} {} session {} (from {})", req.method, req.path, shown, source);
+}
+
 }  // namespace
 
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  ChatRequest r = parse_chat_request(parse_request_body(req.body), ctx.options.limits, ctx.generation);
+  ordered_json body = parse_request_body(req.body);
+  note_session_key(ctx, req, body);
+  ChatRequest r = parse_chat_request(body, ctx.options.limits, ctx.generation);
   check_model(ctx, r.model);
   ChatPrompt prompt = ctx.prompts->build(r.messages, r.tools, r.add_generation_prompt, r.chat_template_kwargs);
   if (!r.max_tokens_given) r.sampling.max_tokens = default_max_tokens(ctx, prompt.ids.size());
@@ -413,7 +434,9 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
 }
 
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  CompletionRequest r = parse_completion_request(parse_request_body(req.body), ctx.options.limits, ctx.generation);
+  ordered_json body = parse_request_body(req.body);
+  note_session_key(ctx, req, body);
+  CompletionRequest r = parse_completion_request(body, ctx.options.limits, ctx.generation);
   check_model(ctx, r.model);
   std::vector<int32_t> ids = r.prompt_text ? ctx.tokenizer->encode(*r.prompt_text) : r.prompt_ids;
   if (ids.empty()) throw ApiError::bad_request("the prompt is empty", "prompt");

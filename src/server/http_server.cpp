@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <string_view>
+
 #include "model/spark_model.h"
 #include "server/access_control.h"
 #include "server/api_error.h"
@@ -169,17 +171,12 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
     }
   });
 
+  // The load balancer's view: 200 only while the replica takes new work; 503 with the reason otherwise, so
+  // a checker (or nginx's passive health on a retried 503) moves new requests elsewhere.
   s.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
-    if (ctx.draining.load()) {
-      res.status = 503;
-      res.set_content("{\"status\":\"shutting_down\"}", "application/json");
-    } else if (ctx.ready.load()) {
-      res.status = 200;
-      res.set_content("{\"status\":\"ok\"}", "application/json");
-    } else {
-      res.status = 503;
-      res.set_content("{\"status\":\"loading\"}", "application/json");
-    }
+    const char* status = ctx.draining.load() ? "draining" : ctx.ready.load() ? "ready" : "loading";
+    res.status = std::string_view(status) == "ready" ? 200 : 503;
+    send_json(res, {{"status", status}, {"served_by", ctx.options.served_by}});
   });
   s.Get("/v1/models", guarded(ctx, false, [&ctx](const httplib::Request&, httplib::Response& res) {
           ordered_json models = ordered_json::array();
@@ -223,6 +220,11 @@ int HttpServer::bind() {
   }
   if (port <= 0) throw Error("cannot listen on " + o.host + ":" + std::to_string(o.port));
   return port;
+}
+
+void HttpServer::set_served_by(const std::string& name) {
+  // Default headers go on every response: routed, errors, 404s, streams.
+  server_->set_default_headers({{"X-Served-By", name}});
 }
 
 void HttpServer::listen() {

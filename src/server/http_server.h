@@ -25,6 +25,8 @@ class HttpServer {
 
   // Binds host:port (port 0: any free port) and returns the bound port; throws spark::Error on failure.
   int bind();
+  // Names this replica in an X-Served-By header on every response; call before listen().
+  void set_served_by(const std::string& name);
   // Serves until stop(); returns at once when stop() came first. Requests in progress when stop() is called
   // run to completion before this returns; idle keep-alive connections may hold it for the keep-alive
   // timeout.

@@ -57,6 +57,11 @@ void ServerMetrics::observe_request(double ttft_s, double e2e_s, int64_t output_
   if (output_tokens > 1 && ttft_s >= 0) tpot_.observe((e2e_s - ttft_s) / static_cast<double>(output_tokens - 1));
 }
 
+void ServerMetrics::count_session_key(const std::string& source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++session_keys_[source];
+}
+
 void ServerMetrics::count_disconnect() {
   std::lock_guard<std::mutex> lock(mu_);
   ++disconnects_;
@@ -124,6 +129,14 @@ std::string ServerMetrics::render(const EngineStats& e, const std::string& model
          "# TYPE spark_tool_parse_recoveries_total counter\n";
   for (const auto& [kind, n] : parse_recoveries_) {
     out += "spark_tool_parse_recoveries_total{kind=\"" + kind + "\"} " + std::to_string(n) + "\n";
+  }
+  out +=
+      "# HELP spark_session_key_requests_total Generation requests by where their session key came from.\n"
+      "# TYPE spark_session_key_requests_total counter\n";
+  for (const char* source : {"header", "user", "none"}) {
+    const auto it = session_keys_.find(source);
+    out += std::string("spark_session_key_requests_total{source=\"") + source + "\"} " +
+           std::to_string(it == session_keys_.end() ? 0 : it->second) + "\n";
   }
   ttft_.render(out, "spark_time_to_first_token_seconds", "Time from request to first token.");
   tpot_.render(out, "spark_time_per_output_token_seconds", "Mean time between output tokens, per request.");

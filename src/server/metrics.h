@@ -33,6 +33,9 @@ class ServerMetrics {
   void count_http(int status);
   void observe_request(double ttft_s, double e2e_s, int64_t output_tokens);
   void count_disconnect();
+  // Where a generation request's session key came from: "header" (X-Session-Id), "user" (the OpenAI
+  // `user` field) or "none". Counted only: the key itself is unbounded in number and stays out of metrics.
+  void count_session_key(const std::string& source);
   void count_parse_recovery(const std::string& kind);
   // Prometheus exposition text, combining these with the engine's stats.
   std::string render(const EngineStats& engine, const std::string& model_name, const std::string& kernel_isa) const;
@@ -42,6 +45,7 @@ class ServerMetrics {
   std::map<int, uint64_t> http_by_status_;
   std::map<std::string, uint64_t> parse_recoveries_;
   uint64_t disconnects_ = 0;
+  std::map<std::string, uint64_t> session_keys_;
   Histogram ttft_;
   Histogram tpot_;
   Histogram e2e_;

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -64,6 +65,12 @@ int run_server(ServerOptions o) {
   ctx->options = o;
   HttpServer http(*ctx);
   const int port = http.bind();
+  if (ctx->options.served_by.empty()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
+    ctx->options.served_by = std::string(host) + ":" + std::to_string(port);
+  }
+  http.set_served_by(ctx->options.served_by);
   std::thread listener([&] {
     http.listen();
     signals.request_shutdown("the HTTP listener stopped");
@@ -202,6 +209,8 @@ std::function<int()> add_serve_options(CLI::App& app) {
   app.add_flag("--metrics-public", o->metrics_public, "Serve /metrics without the API key");
   app.add_flag("--log-requests,--enable-log-requests", o->log_requests,
                "Log request bodies (prompts included; off by default so user data stays out of logs)");
+  app.add_option("--served-by", o->served_by,
+                 "This replica's name in the X-Served-By response header (default: hostname:port)");
   app.add_option("--shutdown-timeout", o->shutdown_timeout_s,
                  "Seconds requests in flight may run on after SIGTERM before they are cancelled")
       ->capture_default_str()

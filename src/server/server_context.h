@@ -31,10 +31,11 @@ struct ServerOptions {
   std::string quant = "none";  // none (as stored), auto, or a format name
   std::string priority = "speed";
   std::string generation_config = "auto";  // auto: generation_config.json's defaults; none: OpenAI's
-  double shutdown_timeout_s = 30;  // how long in-flight requests may run on after SIGTERM
-  bool metrics_public = false;     // serve /metrics without the API key
-  bool log_requests = false;       // request log lines may include prompt text
-  RequestLimits limits;            // vocab_size is filled in once the model is loaded
+  double shutdown_timeout_s = 30;          // how long in-flight requests may run on after SIGTERM
+  bool metrics_public = false;             // serve /metrics without the API key
+  bool log_requests = false;               // request log lines may include prompt text
+  std::string served_by;                   // X-Served-By on every response (default: hostname:port)
+  RequestLimits limits;                    // vocab_size is filled in once the model is loaded
   EngineOptions engine;
 };
 

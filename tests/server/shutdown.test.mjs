@@ -63,7 +63,7 @@ test('SIGTERM: the stream in flight completes, new connections are refused, exit
     const health = await getHealth(server.port, agent);
     assert.ok(health.socket, 'the health check reused the open connection');
     assert.equal(health.status, 503);
-    assert.equal(JSON.parse(health.body).status, 'shutting_down');
+    assert.equal(JSON.parse(health.body).status, 'draining');
     for (let r = await it.next(); !r.done; r = await it.next()) chunks.push(r.value);
     const last = chunks[chunks.length - 1];
     assert.equal(last.usage.completion_tokens, maxTokens, 'the stream ran to the end');
