@@ -37,8 +37,13 @@ class ChatLogitsProcessor : public LogitsProcessor {
 
   void process(std::span<float> logits) override {
     if (in_reasoning_) {
-      if (budget_ && reasoning_tokens_ >= *budget_ && static_cast<size_t>(think_end_) < logits.size())
+      if (budget_ && reasoning_tokens_ >= *budget_ && static_cast<size_t>(think_end_) < logits.size()) {
         force(logits, think_end_);
+      } else if ((constraint_ || matcher_) && eos_ >= 0 && static_cast<size_t>(eos_) < logits.size() &&
+                 static_cast<size_t>(think_end_) < logits.size()) {
+        // A required call or a schema follows the reasoning: ending inside it would return neither.
+        logits[static_cast<size_t>(eos_)] = kNegInf;
+      }
       return;
     }
     if (matcher_) {
