@@ -52,7 +52,27 @@ struct BenchOptions {
   int shared_prefix = 0;      // tokens every session shares (0: skip)
   std::vector<int> sessions;  // sessions arriving together, one run per count
   int session_tokens = 32;    // each session's own tokens after the shared prefix
+  // Sampling of the --concurrency runs (greedy by default), so they measure what users run.
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  float min_p = 0.0f;
 };
+
+// " T=1 top_p=0.95" and the like: how a --concurrency row sampled, beside its test name.
+std::string sampling_label(const BenchOptions& o) {
+  if (o.temperature <= 0.0f) return "";
+  auto num = [](float v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  std::string label = " T=" + num(o.temperature);
+  if (o.top_p < 1.0f) label += " top_p=" + num(o.top_p);
+  if (o.top_k > 0) label += " top_k=" + std::to_string(o.top_k);
+  if (o.min_p > 0.0f) label += " min_p=" + num(o.min_p);
+  return label;
+}
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -398,7 +418,7 @@ int run(const BenchOptions& o) {
       }
       for (int n : o.concurrency) {
         BenchRow row = base;
-        row.test = "conc" + std::to_string(n);
+        row.test = "conc" + std::to_string(n) + sampling_label(o);
         row.n_prompt = o.conc_prompt;
         row.n_gen = o.conc_gen;
         row.concurrency = n;
@@ -417,7 +437,11 @@ int run(const BenchOptions& o) {
           for (int i = 0; i < n; ++i) {
             GenerationRequest req;
             req.prompt = random_tokens(o.conc_prompt, cfg.vocab_size, rng);
-            req.params.temperature = 0;
+            req.params.temperature = o.temperature;
+            req.params.top_p = o.top_p;
+            req.params.top_k = o.top_k;
+            req.params.min_p = o.min_p;
+            req.params.seed = static_cast<uint64_t>(i) + 1;
             req.params.max_tokens = o.conc_gen;
             req.params.ignore_eos = true;
             handles.push_back(engine.submit(std::move(req)));
@@ -488,6 +512,18 @@ int main(int argc, char** argv) {
   app.add_option("--conc-prompt", o.conc_prompt, "Prompt tokens per concurrent sequence")
       ->capture_default_str();
   app.add_option("--conc-gen", o.conc_gen, "Generated tokens per concurrent sequence")->capture_default_str();
+  app.add_option("--temperature", o.temperature, "Sampling temperature of the --concurrency runs (0: greedy)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 100.0f));
+  app.add_option("--top-p", o.top_p, "top_p of the --concurrency runs")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--top-k", o.top_k, "top_k of the --concurrency runs (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--min-p", o.min_p, "min_p of the --concurrency runs")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 1.0f));
   app.add_option("-o,--output", o.output, "md, json or csv")->check(CLI::IsMember({"md", "json", "csv"}));
   app.add_option("--plot", o.plot, "Write an SVG of tokens/s vs concurrency (or threads)");
   app.add_option("--seed", o.seed, "Seed of the random weights and tokens");

@@ -519,26 +519,56 @@ class Engine::Impl {
       stats_.computed_prompt_tokens += prompt_computed;
     }
 
-    const int vocab = model_->config().vocab_size;
-    size_t row = 0;
+    // Sample every sequence that produced logits. Sequences without a logits processor are independent
+    // (own logits row, sampler and random stream), so they sample in parallel on the compute pool: with
+    // 16-64 sequences, sampling over a 131k vocabulary is otherwise a serial tail of every step. Logits
+    // processors stay on the engine thread, as their contract says.
+    const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
+    std::vector<size_t> sampled;  // plan index of each logits row
+    for (size_t i = 0; i < plan.size(); ++i) {
+      if (chunks[i].logits == LogitsMode::kLast) sampled.push_back(i);
+    }
+    std::vector<TokenEvent> events(sampled.size());
+    std::vector<std::string> sample_errors(sampled.size());
+    auto sample_row = [&](size_t r) {
+      Sequence& s = *plan[sampled[r]].first;
+      std::span<float> logits(logits_.data() + r * vocab, vocab);
+      try {
+        events[r] = s.sampler->sample(logits, s.processor.get());
+      } catch (const std::exception& e) {
+        // A request's own logits processor failing ends that request only.
+        sample_errors[r] = e.what();
+        if (sample_errors[r].empty()) sample_errors[r] = "sampling failed";
+      }
+    };
+    std::vector<size_t> free_rows;
+    for (size_t r = 0; r < sampled.size(); ++r) {
+      if (plan[sampled[r]].first->processor) {
+        sample_row(r);
+      } else {
+        free_rows.push_back(r);
+      }
+    }
+    if (free_rows.size() > 1) {
+      pool_.parallel_for(free_rows.size(), 1, [&](size_t begin, size_t end) {
+        for (size_t k = begin; k < end; ++k) sample_row(free_rows[k]);
+      });
+    } else {
+      for (size_t r : free_rows) sample_row(r);
+    }
+
     std::vector<Sequence*> done;
     std::vector<FinishReason> reasons;
     std::vector<std::string> errors;
-    for (size_t i = 0; i < plan.size(); ++i) {
-      Sequence& s = *plan[i].first;
-      if (chunks[i].logits != LogitsMode::kLast) continue;
-      std::span<float> logits(logits_.data() + row * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
-      ++row;
-      TokenEvent ev;
-      try {
-        ev = s.sampler->sample(logits, s.processor.get());
-      } catch (const std::exception& e) {
-        // A request's own logits processor failing ends that request only.
+    for (size_t r = 0; r < sampled.size(); ++r) {
+      Sequence& s = *plan[sampled[r]].first;
+      if (!sample_errors[r].empty()) {
         done.push_back(&s);
         reasons.push_back(FinishReason::kError);
-        errors.push_back(e.what());
+        errors.push_back(std::move(sample_errors[r]));
         continue;
       }
+      const TokenEvent& ev = events[r];
       s.tokens.push_back(ev.token);
       ++s.generated;
       {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 namespace spark {
 
@@ -63,15 +64,82 @@ double SamplerRng::uniform() {
   return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0);
 }
 
+void select_sampling_candidates(std::span<const float> logits, const SamplingParams& params,
+                                std::vector<SamplingCandidate>& out) {
+  out.clear();
+  const float inv_t = 1.0f / params.temperature;
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float v = logits[i];
+    if (!(v > -std::numeric_limits<float>::infinity())) continue;  // forbidden (or NaN)
+    out.push_back({v * inv_t, static_cast<int32_t>(i), 0.0});
+    max_logit = std::max(max_logit, v * inv_t);
+  }
+  // Most likely first; ties to the lowest id, so the kept set never depends on the input order.
+  auto before = [](const SamplingCandidate& a, const SamplingCandidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < out.size()) {
+    const auto kth = out.begin() + (params.top_k - 1);
+    std::nth_element(out.begin(), kth, out.end(), before);
+    out.resize(static_cast<size_t>(params.top_k));
+  }
+  double total = 0.0;
+  for (auto& c : out) {
+    c.weight = std::exp(static_cast<double>(c.logit - max_logit));
+    total += c.weight;
+  }
+  if (params.min_p > 0.0f && out.size() > 1) {
+    // The best candidate's weight is exp(0) = 1, so the floor is min_p itself; the best always stays.
+    const double floor = std::min(static_cast<double>(params.min_p), 1.0);
+    out.erase(
+        std::remove_if(out.begin(), out.end(), [&](const SamplingCandidate& c) { return c.weight < floor; }),
+        out.end());
+  }
+  if (params.top_p < 1.0f && out.size() > 1) {
+    // The cut is the shortest most-likely-first prefix holding top_p of the mass. Sort only the candidates
+    // above a weight threshold; if they do not hold enough mass, lower it. A threshold splits the sorted
+    // order into a prefix, so the running sum over the sorted part is exactly the full sort's.
+    const double target = static_cast<double>(params.top_p);
+    for (double threshold : {std::exp(-4.0), std::exp(-10.0), std::exp(-24.0), 0.0}) {
+      const auto mid = threshold > 0.0
+                           ? std::partition(out.begin(), out.end(),
+                                            [&](const SamplingCandidate& c) { return c.weight >= threshold; })
+                           : out.end();
+      std::sort(out.begin(), mid, before);
+      double cum = 0.0;
+      const size_t sorted = static_cast<size_t>(mid - out.begin());
+      size_t cut = 0;
+      for (size_t i = 0; i < sorted; ++i) {
+        cum += out[i].weight / total;
+        if (cum >= target) {
+          cut = i + 1;
+          break;
+        }
+      }
+      if (cut > 0) {
+        out.resize(cut);
+        break;
+      }
+      if (mid == out.end()) break;  // the whole set holds less than top_p (rounding): keep it all
+    }
+  }
+}
+
 Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed)
     : params_(params), rng_(seed) {
   if (params_.repetition_penalty != 1.0f) {
-    for (int32_t t : prompt) {
-      if (t >= 0) {
-        if (static_cast<size_t>(t) >= seen_.size()) seen_.resize(static_cast<size_t>(t) + 1, 0);
-        seen_[static_cast<size_t>(t)] = 1;
-      }
-    }
+    for (int32_t t : prompt) mark_seen(t);
+  }
+}
+
+void Sampler::mark_seen(int32_t token) {
+  if (token < 0) return;
+  const auto t = static_cast<size_t>(token);
+  if (t >= seen_.size()) seen_.resize(t + 1, 0);
+  if (seen_[t] == 0) {
+    seen_[t] = 1;
+    seen_ids_.push_back(token);
   }
 }
 
@@ -85,8 +153,11 @@ TokenEvent Sampler::sample(std::span<float> logits, LogitsProcessor* processor) 
   }
   if (params_.repetition_penalty != 1.0f) {
     const float rp = params_.repetition_penalty;
-    for (size_t t = 0; t < seen_.size() && t < logits.size(); ++t) {
-      if (seen_[t]) logits[t] = logits[t] > 0 ? logits[t] / rp : logits[t] * rp;
+    for (int32_t t : seen_ids_) {
+      if (t < vocab) {
+        float& l = logits[static_cast<size_t>(t)];
+        l = l > 0 ? l / rp : l * rp;
+      }
     }
   }
   if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
@@ -106,58 +177,16 @@ TokenEvent Sampler::sample(std::span<float> logits, LogitsProcessor* processor) 
       if (logits[static_cast<size_t>(i)] > logits[static_cast<size_t>(chosen)]) chosen = i;
     }
   } else {
-    const float inv_t = 1.0f / params_.temperature;
-    candidates_.clear();
-    float max_logit = -std::numeric_limits<float>::infinity();
-    for (int32_t i = 0; i < vocab; ++i) {
-      const float v = logits[static_cast<size_t>(i)];
-      if (v == -std::numeric_limits<float>::infinity()) continue;
-      candidates_.emplace_back(v * inv_t, i);
-      max_logit = std::max(max_logit, v * inv_t);
-    }
-    auto by_logit = [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    };
-    size_t keep = candidates_.size();
-    if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
-      keep = static_cast<size_t>(params_.top_k);
-      std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(keep),
-                        candidates_.end(), by_logit);
-      candidates_.resize(keep);
-    }
-    // Probabilities relative to the best candidate; top-p and min-p need them sorted.
-    std::sort(candidates_.begin(), candidates_.end(), by_logit);
-    std::vector<double> probs(candidates_.size());
-    double total = 0.0;
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-      probs[i] = std::exp(static_cast<double>(candidates_[i].first - max_logit));
-      total += probs[i];
-    }
-    size_t n = candidates_.size();
-    if (params_.min_p > 0.0f) {
-      const double floor = params_.min_p * probs[0];
-      while (n > 1 && probs[n - 1] < floor) --n;
-    }
-    if (params_.top_p < 1.0f) {
-      double cum = 0.0;
-      size_t cut = n;
-      for (size_t i = 0; i < n; ++i) {
-        cum += probs[i] / total;
-        if (cum >= params_.top_p) {
-          cut = i + 1;
-          break;
-        }
-      }
-      n = cut;
-    }
+    select_sampling_candidates(logits, params_, candidates_);
+    if (candidates_.empty()) throw std::runtime_error("every token was forbidden");
     double mass = 0.0;
-    for (size_t i = 0; i < n; ++i) mass += probs[i];
+    for (const auto& c : candidates_) mass += c.weight;
     double r = rng_.uniform() * mass;
-    chosen = candidates_[n - 1].second;
-    for (size_t i = 0; i < n; ++i) {
-      r -= probs[i];
+    chosen = candidates_.back().id;
+    for (const auto& c : candidates_) {
+      r -= c.weight;
       if (r < 0) {
-        chosen = candidates_[i].second;
+        chosen = c.id;
         break;
       }
     }
@@ -167,10 +196,7 @@ TokenEvent Sampler::sample(std::span<float> logits, LogitsProcessor* processor) 
   ev.token = chosen;
   if (params_.logprobs >= 0) fill_logprobs(raw, chosen, params_.logprobs, ev);
   ++output_counts_[chosen];
-  if (params_.repetition_penalty != 1.0f) {
-    if (static_cast<size_t>(chosen) >= seen_.size()) seen_.resize(static_cast<size_t>(chosen) + 1, 0);
-    seen_[static_cast<size_t>(chosen)] = 1;
-  }
+  if (params_.repetition_penalty != 1.0f) mark_seen(chosen);
   if (processor != nullptr) processor->accept(chosen);
   return ev;
 }

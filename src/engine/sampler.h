@@ -23,6 +23,20 @@ class SamplerRng {
   uint64_t s_[4];
 };
 
+// A token temperature sampling may choose, with its weight exp(logit / T - max): unnormalized.
+struct SamplingCandidate {
+  float logit;  // already divided by the temperature
+  int32_t id;
+  double weight;
+};
+
+// The tokens sampling with `params` may choose (top-k, then min-p, then top-p applied to the finite logits),
+// in no particular order. Only as much of the vocabulary as top-p needs is ever sorted: a full sort of
+// 131,072 logits per sequence per token was the cost of sampling. The set is exactly the one a full sort
+// gives. `params.temperature` must be > 0.
+void select_sampling_candidates(std::span<const float> logits, const SamplingParams& params,
+                                std::vector<SamplingCandidate>& out);
+
 class Sampler {
  public:
   Sampler(const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed);
@@ -31,11 +45,16 @@ class Sampler {
   TokenEvent sample(std::span<float> logits, LogitsProcessor* processor);
 
  private:
+  void mark_seen(int32_t token);
+
   SamplingParams params_;
   SamplerRng rng_;
   std::unordered_map<int32_t, int> output_counts_;
-  std::vector<uint8_t> seen_;  // tokens in prompt or output, for the repetition penalty
-  std::vector<std::pair<float, int32_t>> candidates_;
+  // Tokens in prompt or output, for the repetition penalty: a membership map and the list, so applying
+  // the penalty costs the number of distinct tokens seen, not the vocabulary.
+  std::vector<uint8_t> seen_;
+  std::vector<int32_t> seen_ids_;
+  std::vector<SamplingCandidate> candidates_;
 };
 
 }  // namespace spark
