@@ -1,5 +1,6 @@
 // /v1/responses on the wire: the store's flags (--responses-store-max-count evicts the least recently used,
-// 0 turns it off), the SSE framing of the typed events, and input_items paging.
+// 0 turns it off), the SSE framing of the typed events, input_items paging; and the chat-completions fields
+// that came with it (reasoning_effort, developer, max_completion_tokens, usage's reasoning_tokens).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, postJson } from './lib.mjs';
@@ -63,4 +64,27 @@ test('--responses-store-max-count 0: nothing is stored, continuations are refuse
   const last = JSON.parse(blocks.at(-1).split('\n')[1].slice(6));
   assert.ok(['response.completed', 'response.incomplete'].includes(last.type));
   if (last.type === 'response.incomplete') assert.equal(last.response.incomplete_details.reason, 'max_output_tokens');
+});
+
+test('chat completions: reasoning_effort, developer role, max_completion_tokens, reasoning_tokens', async () => {
+  if (servers.length === 0) servers.push(await startServer());
+  const server = servers[0];
+  const base = { model: 'spark-test', messages: [{ role: 'developer', content: 'Be brief.' }, { role: 'user', content: 'Hi' }], seed: 5 };
+  const off = await postJson(`${server.url}/v1/chat/completions`, { ...base, reasoning_effort: 'none', max_completion_tokens: 8 });
+  assert.equal(off.status, 200, off.text);
+  assert.equal(off.json.choices[0].message.reasoning_content, null);
+  assert.equal(off.json.usage.completion_tokens_details.reasoning_tokens, 0);
+  assert.ok(off.json.usage.completion_tokens <= 8);
+  // Thinking on with low effort: the whole short reply is reasoning, and counted as such.
+  const on = await postJson(`${server.url}/v1/chat/completions`, { ...base, reasoning_effort: 'low', max_completion_tokens: 8 });
+  assert.equal(on.status, 200, on.text);
+  assert.equal(typeof on.json.choices[0].message.reasoning_content, 'string');
+  assert.ok(on.json.usage.completion_tokens_details.reasoning_tokens > 0);
+  assert.ok(on.json.usage.completion_tokens_details.reasoning_tokens <= on.json.usage.completion_tokens);
+  const bad = await postJson(`${server.url}/v1/chat/completions`, { ...base, reasoning_effort: 'maximum' });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.json.error.param, 'reasoning_effort');
+  const badParallel = await postJson(`${server.url}/v1/chat/completions`, { ...base, parallel_tool_calls: 'no' });
+  assert.equal(badParallel.status, 400);
+  assert.equal(badParallel.json.error.param, 'parallel_tool_calls');
 });
