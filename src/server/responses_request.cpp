@@ -229,9 +229,10 @@ ResponsesRequest parse_responses_request(const ordered_json& body, const ordered
   if (messages.empty()) bad("input", "must not be empty");
   chat["messages"] = std::move(messages);
 
-  for (const char* key : {"model", "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
-                          "frequency_penalty", "repetition_penalty", "stop", "parallel_tool_calls",
-                          "chat_template_kwargs", "max_reasoning_tokens", "thinking_token_budget"}) {
+  for (const char* key :
+       {"model", "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
+        "repetition_penalty", "stop", "parallel_tool_calls", "chat_template_kwargs", "max_reasoning_tokens",
+        "thinking_token_budget", "ignore_eos"}) {
     if (const ordered_json* v = field(body, key)) chat[key] = *v;
   }
   if (const ordered_json* v = field(body, "max_output_tokens")) chat["max_completion_tokens"] = *v;

@@ -1,6 +1,7 @@
 // /v1/responses on the wire: the store's flags (--responses-store-max-count evicts the least recently used,
-// 0 turns it off), the SSE framing of the typed events, input_items paging; and the chat-completions fields
-// that came with it (reasoning_effort, developer, max_completion_tokens, usage's reasoning_tokens).
+// 0 turns it off), the SSE framing of the typed events, input_items paging, response.failed when the
+// shutdown timeout cuts a stream; and the chat-completions fields that came with it (reasoning_effort,
+// developer, max_completion_tokens, usage's reasoning_tokens).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, postJson } from './lib.mjs';
@@ -87,4 +88,32 @@ test('chat completions: reasoning_effort, developer role, max_completion_tokens,
   const badParallel = await postJson(`${server.url}/v1/chat/completions`, { ...base, parallel_tool_calls: 'no' });
   assert.equal(badParallel.status, 400);
   assert.equal(badParallel.json.error.param, 'parallel_tool_calls');
+});
+
+test('--shutdown-timeout ends a streamed response with response.failed', async () => {
+  const server = await startServer(['--shutdown-timeout', '0.3']);
+  const res = await fetch(`${server.url}/v1/responses`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: 'spark-test', input: 'Go on.', stream: true, max_output_tokens: 30000, ignore_eos: true,
+      reasoning: { effort: 'none' } }) });
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  while (!text.includes('response.output_text.delta')) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, 'the stream ended before any text');
+    text += decoder.decode(value, { stream: true });
+  }
+  const exited = new Promise((resolve) => server.proc.on('exit', (code) => resolve(code)));
+  server.proc.kill('SIGTERM');
+  for (let r = await reader.read(); !r.done; r = await reader.read()) text += decoder.decode(r.value, { stream: true });
+  const events = text.trim().split('\n\n').map((b) => JSON.parse(b.split('\n')[1].slice(6)));
+  events.forEach((e, i) => assert.equal(e.sequence_number, i));
+  const last = events.at(-1);
+  assert.equal(last.type, 'response.failed');
+  assert.equal(last.response.status, 'failed');
+  assert.equal(last.response.error.code, 'server_error');
+  assert.match(last.response.error.message, /shut down before the request finished/);
+  assert.ok(last.response.output.length >= 1);  // what was generated before the failure
+  assert.equal(await exited, 0);
 });
