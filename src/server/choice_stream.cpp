@@ -36,7 +36,10 @@ void ChoiceStream::route_text(const std::string& text, ChoiceDelta& out) {
   }
 }
 
-void ChoiceStream::accumulate(const ChoiceDelta& d) {
+void ChoiceStream::accumulate(ChoiceDelta& d) {
+  if (config_.single_call) {
+    std::erase_if(d.tool_calls, [](const ToolCallDelta& c) { return c.index > 0; });
+  }
   reasoning_ += d.reasoning;
   ToolParseDelta t{d.content, d.tool_calls};
   message_.append(t);

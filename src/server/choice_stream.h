@@ -23,6 +23,7 @@ struct ChoiceConfig {
   bool thinking = false;  // the generation prompt ended with <think>
   nlohmann::json tools;   // the request's tools (null: none)
   bool calls_enabled = false;
+  bool single_call = false;  // parallel_tool_calls false: calls after the first are dropped
   int eos_token_id = 1;
 };
 
@@ -56,7 +57,7 @@ class ChoiceStream {
 
  private:
   void route_text(const std::string& text, ChoiceDelta& out);
-  void accumulate(const ChoiceDelta& d);
+  void accumulate(ChoiceDelta& d);
 
   const Tokenizer& tokenizer_;
   ChoiceConfig config_;

@@ -13,6 +13,7 @@
 #include "server/api_error.h"
 #include "server/generation_handler.h"
 #include "server/openai_request.h"
+#include "server/responses_handler.h"
 #include "spark/error.h"
 
 namespace spark {
@@ -204,6 +205,18 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
          guarded(ctx, true, [&ctx](const auto& req, auto& res) { handle_chat_completions(ctx, req, res); }));
   s.Post("/v1/completions",
          guarded(ctx, true, [&ctx](const auto& req, auto& res) { handle_completions(ctx, req, res); }));
+  s.Post("/v1/responses",
+         guarded(ctx, true, [&ctx](const auto& req, auto& res) { handle_responses_create(ctx, req, res); }));
+  // Stored responses answer while the server drains: they need no engine.
+  const char* kResponseId = R"(/v1/responses/([A-Za-z0-9_\-]+))";
+  s.Get(kResponseId,
+        guarded(ctx, false, [&ctx](const auto& req, auto& res) { handle_responses_get(ctx, req, res); }));
+  s.Delete(kResponseId, guarded(ctx, false, [&ctx](const auto& req, auto& res) {
+             handle_responses_delete(ctx, req, res);
+           }));
+  s.Get(R"(/v1/responses/([A-Za-z0-9_\-]+)/input_items)",
+        guarded(ctx, false,
+                [&ctx](const auto& req, auto& res) { handle_responses_input_items(ctx, req, res); }));
 }
 
 HttpServer::~HttpServer() {

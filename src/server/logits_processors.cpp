@@ -39,9 +39,8 @@ class ChatLogitsProcessor : public LogitsProcessor {
     if (in_reasoning_) {
       if (budget_ && reasoning_tokens_ >= *budget_ && static_cast<size_t>(think_end_) < logits.size()) {
         force(logits, think_end_);
-      } else if ((constraint_ || matcher_) && eos_ >= 0 && static_cast<size_t>(eos_) < logits.size() &&
-                 static_cast<size_t>(think_end_) < logits.size()) {
-        // A required call or a schema follows the reasoning: ending inside it would return neither.
+      } else if ((constraint_ || matcher_) && eos_ >= 0 && static_cast<size_t>(eos_) < logits.size()) {
+        // A required call or structured reply must still come: the reasoning may not end the output.
         logits[static_cast<size_t>(eos_)] = kNegInf;
       }
       return;
@@ -157,6 +156,9 @@ std::shared_ptr<LogitsProcessor> make_chat_logits_processor(
   const bool forced =
       req.tool_choice == ToolChoiceMode::kRequired || req.tool_choice == ToolChoiceMode::kNamed;
   std::optional<int> budget = req.reasoning_budget;
+  // An effort's budget is a ceiling, not a demand: a forced call or structured reply keeps half the tokens.
+  if (budget && req.reasoning_budget_from_effort && (forced || grammar))
+    budget = std::min(*budget, req.sampling.max_tokens / 2);
   if (grammar && !forced) {
     const std::optional<int32_t> think_end = tokenizer.token_to_id("</think>");
     if (thinking && !think_end) throw ApiError::bad_request("this model's vocabulary has no </think> token");

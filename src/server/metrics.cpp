@@ -133,7 +133,7 @@ std::string ServerMetrics::render(const EngineStats& e, const std::string& model
   out +=
       "# HELP spark_session_key_requests_total Generation requests by where their session key came from.\n"
       "# TYPE spark_session_key_requests_total counter\n";
-  for (const char* source : {"header", "user", "none"}) {
+  for (const char* source : {"header", "user", "previous_response_id", "none"}) {
     const auto it = session_keys_.find(source);
     out += std::string("spark_session_key_requests_total{source=\"") + source + "\"} " +
            std::to_string(it == session_keys_.end() ? 0 : it->second) + "\n";

@@ -381,7 +381,33 @@ ChatRequest parse_chat_request(const ordered_json& body, const RequestLimits& li
   for (const char* key : {"max_reasoning_tokens", "thinking_token_budget"}) {
     if (field(body, key) != nullptr) r.reasoning_budget = static_cast<int>(integer(body, key, 0, 0, 1 << 24));
   }
+  if (const ordered_json* effort = field(body, "reasoning_effort")) {
+    if (!effort->is_string()) bad("reasoning_effort", "must be a string");
+    apply_reasoning_effort(effort->get<std::string>(), r, "reasoning_effort");
+  }
+  r.parallel_tool_calls = boolean(body, "parallel_tool_calls", true);
   return r;
+}
+
+void apply_reasoning_effort(const std::string& effort, ChatRequest& r, const std::string& param) {
+  int budget = 0;
+  if (effort == "none" || effort == "minimal") {
+    budget = 0;
+  } else if (effort == "low") {
+    budget = kReasoningBudgetLow;
+  } else if (effort == "medium") {
+    budget = kReasoningBudgetMedium;
+  } else if (effort == "high") {
+    budget = kReasoningBudgetHigh;
+  } else {
+    bad(param, "must be none, minimal, low, medium or high");
+  }
+  // An explicit chat_template_kwargs.enable_thinking or reasoning budget wins over the effort.
+  if (!r.chat_template_kwargs.contains("enable_thinking")) r.chat_template_kwargs["enable_thinking"] = budget > 0;
+  if (budget > 0 && !r.reasoning_budget) {
+    r.reasoning_budget = budget;
+    r.reasoning_budget_from_effort = true;
+  }
 }
 
 CompletionRequest parse_completion_request(const ordered_json& body, const RequestLimits& limits,

@@ -15,6 +15,13 @@ namespace spark {
 
 using ordered_json = nlohmann::ordered_json;
 
+// {key: value}, built without a one-element braced list (which GCC and clang read differently).
+inline ordered_json json_object_of(const std::string& key, ordered_json value) {
+  ordered_json j = ordered_json::object();
+  j[key] = std::move(value);
+  return j;
+}
+
 struct CommonRequest {
   std::string model;
   SamplingParams sampling;
@@ -51,6 +58,10 @@ struct ChatRequest : CommonRequest {
   bool add_generation_prompt = true;
   ordered_json chat_template_kwargs = ordered_json::object();
   std::optional<int> reasoning_budget;  // max_reasoning_tokens / thinking_token_budget
+  // The budget came from reasoning_effort, not an explicit count: a forced tool call or structured output
+  // may shrink it to leave room for the reply.
+  bool reasoning_budget_from_effort = false;
+  bool parallel_tool_calls = true;
   bool logprobs = false;
   int top_logprobs = 0;
 };
@@ -78,6 +89,13 @@ struct TokenizeRequest {
   ChatRequest chat;  // when `prompt` is not given
 };
 TokenizeRequest parse_tokenize_request(const ordered_json& body, const RequestLimits& limits = {});
+
+// reasoning_effort (chat) / reasoning.effort (responses): none and minimal turn thinking off; low, medium
+// and high turn it on with these reasoning budgets (tokens). Unknown efforts: ApiError 400 naming `param`.
+constexpr int kReasoningBudgetLow = 512;
+constexpr int kReasoningBudgetMedium = 2048;
+constexpr int kReasoningBudgetHigh = 8192;
+void apply_reasoning_effort(const std::string& effort, ChatRequest& r, const std::string& param);
 
 // True when every byte sequence of s is valid UTF-8.
 bool is_valid_utf8(const std::string& s);

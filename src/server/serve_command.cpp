@@ -63,6 +63,8 @@ int run_server(ServerOptions o) {
 
   auto ctx = std::make_unique<ServerContext>();
   ctx->options = o;
+  ctx->responses = std::make_unique<ResponseStore>(static_cast<size_t>(o.responses_store_max_count),
+                                                   static_cast<size_t>(o.responses_store_max_bytes));
   HttpServer http(*ctx);
   const int port = http.bind();
   if (ctx->options.served_by.empty()) {
@@ -238,6 +240,14 @@ std::function<int()> add_serve_options(CLI::App& app) {
   app.add_option("--max-logit-bias", lim.max_logit_bias, "Most 'logit_bias' (and 'stop_token_ids') entries")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 24));
+  app.add_option("--responses-store-max-count", o->responses_store_max_count,
+                 "Most /v1/responses objects kept for previous_response_id and GET (least recently used go; 0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  app.add_option("--responses-store-max-bytes", o->responses_store_max_bytes,
+                 "Most bytes of JSON the /v1/responses store keeps (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   app.add_option("--served-model-name", o->served_model_name,
                  "Model name in the API (default: the folder name)");
   app.add_option("--max-model-len", o->max_model_len,

@@ -10,6 +10,7 @@
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/prompt_builder.h"
+#include "server/response_store.h"
 #include "spark/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,11 +32,13 @@ struct ServerOptions {
   std::string quant = "none";  // none (as stored), auto, or a format name
   std::string priority = "speed";
   std::string generation_config = "auto";  // auto: generation_config.json's defaults; none: OpenAI's
-  double shutdown_timeout_s = 30;          // how long in-flight requests may run on after SIGTERM
-  bool metrics_public = false;             // serve /metrics without the API key
-  bool log_requests = false;               // request log lines may include prompt text
-  std::string served_by;                   // X-Served-By on every response (default: hostname:port)
-  RequestLimits limits;                    // vocab_size is filled in once the model is loaded
+  double shutdown_timeout_s = 30;                // how long in-flight requests may run on after SIGTERM
+  bool metrics_public = false;                   // serve /metrics without the API key
+  bool log_requests = false;                     // request log lines may include prompt text
+  std::string served_by;                         // X-Served-By on every response (default: hostname:port)
+  RequestLimits limits;                          // vocab_size is filled in once the model is loaded
+  int64_t responses_store_max_count = 1000;      // stored /v1/responses objects (0: no store)
+  int64_t responses_store_max_bytes = 64 << 20;  // their JSON bytes (0: no store)
   EngineOptions engine;
 };
 
@@ -52,6 +55,7 @@ struct ServerContext {
   std::shared_ptr<const grammar::TokenVocab> grammar_vocab;  // the same for structured outputs (no specials)
   GenerationConfig generation;  // request defaults from generation_config.json (empty with --generation-config none)
   ServerMetrics metrics;
+  std::unique_ptr<ResponseStore> responses;  // /v1/responses store (previous_response_id, GET, DELETE)
   std::atomic<bool> ready{false};
   // Graceful shutdown: `draining` refuses new work (503, /health too); `abort_generations` makes in-flight
   // generations end with a final error event; `active_generations` counts responses still being produced.

@@ -23,6 +23,7 @@ function(spark_fuzz_harness name)
 endfunction()
 
 spark_fuzz_harness(request spark_openai_request)
+spark_fuzz_harness(responses_request spark_openai_request)
 spark_fuzz_harness(safetensors spark_model_files)
 spark_fuzz_harness(model_config spark_model_files)
 spark_fuzz_harness(tokenizer_json spark_tokenizer)
