@@ -43,8 +43,10 @@ constexpr size_t kReadChunk = 64 * 1024;
 // A connection refused or answered by the front reads (and drops) its client's remaining bytes this long,
 // so the client reads the answer instead of a reset.
 constexpr auto kLinger = std::chrono::seconds(1);
-// Slow senders older than this may be cut (408) to make room for a new connection at the cap.
-constexpr auto kEvictableRead = std::chrono::seconds(1);
+// At the connection cap, a connection idle this long may be closed, or a sender reading its request this
+// long cut (408), to make room for a new one. Younger ones are left alone: closing a keep-alive
+// connection just answered races with the client's next request on it, which would then get no answer.
+constexpr auto kEvictable = std::chrono::seconds(1);
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 Clock::duration seconds(double s) {
@@ -437,7 +439,8 @@ void HttpFront::answer_and_close(std::unique_ptr<Conn> c, int status, const std:
   conns_.emplace(p, std::move(c));
 }
 
-// At the connection cap: close the longest-idle keep-alive connection, else cut the slowest sender.
+// At the connection cap: close the longest-idle keep-alive connection, else cut the slowest sender (both
+// only past kEvictable); false when neither is there.
 bool HttpFront::make_room() {
   Conn* idle = nullptr;
   Conn* slow = nullptr;
@@ -449,11 +452,12 @@ bool HttpFront::make_room() {
       slow = p;
     }
   }
-  if (idle) {
+  const auto now = Clock::now();
+  if (idle && now - idle->idle_since >= kEvictable) {
     close_now(take(idle));
     return true;
   }
-  if (slow && Clock::now() - slow->first_byte >= kEvictableRead) {
+  if (slow && now - slow->first_byte >= kEvictable) {
     answer_and_close(take(slow), 408,
                      "the request was not received in time (the server is at its connection limit)");
     return true;

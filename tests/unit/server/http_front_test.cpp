@@ -131,8 +131,8 @@ TEST(HttpFront, SilentConnectionsHoldNoWorker) {
     }
     held.push_back(fd);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  for (int round = 0; round < 3; ++round) {  // at the cap from the second connection on
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // idle long enough to be closed at the cap
+  for (int round = 0; round < 3; ++round) {                      // at the cap from the second connection on
     const int fd = connect_to(port);
     ASSERT_GE(fd, 0);
     const std::string req = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
