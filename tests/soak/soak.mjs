@@ -86,6 +86,7 @@ const KINDS = {
   completion_stream: () => ({ path: '/v1/completions', stream: true, body: { prompt: 'The list:', max_tokens: 10, stream: true } }),
   tools_auto: () => ({ path: '/v1/chat/completions', body: { messages: msgs('Weather in Oslo?'), tools: TOOLS, tool_choice: 'auto', max_tokens: 24 } }),
   tools_required: () => ({ path: '/v1/chat/completions', body: { messages: msgs('Weather in Rome?'), tools: TOOLS, tool_choice: 'required', max_tokens: 48 } }),
+  reasoning_on: () => ({ path: '/v1/chat/completions', body: { messages: msgs('Think first.'), max_tokens: 12, chat_template_kwargs: { enable_thinking: true } } }),
   reasoning_off: () => ({ path: '/v1/chat/completions', body: { messages: msgs('Quick.'), max_tokens: 8, chat_template_kwargs: { enable_thinking: false } } }),
   n_many: () => ({ path: '/v1/chat/completions', body: { messages: msgs('Pick one.'), max_tokens: 6, n: 3, temperature: 1.0 } }),
   stop_strings: () => ({ path: '/v1/chat/completions', body: { messages: msgs('abc'), max_tokens: 16, stop: ['e', 'a', '\n'] } }),
@@ -289,6 +290,9 @@ async function main() {
   if (REPORT) {
     writeFileSync(REPORT, text + `\n![RssAnon over time](${path.basename(REPORT, '.md')}-rss.svg)\n`);
     writeFileSync(path.join(path.dirname(REPORT), `${path.basename(REPORT, '.md')}-rss.svg`), svg(samples));
+    // The samples the plot is drawn from (seconds, RssAnon KiB), kept beside the report.
+    writeFileSync(path.join(path.dirname(REPORT), `${path.basename(REPORT, '.md')}-rss.csv`),
+      'seconds,rss_anon_kib\n' + samples.map((x) => `${x.t.toFixed(1)},${x.rss}`).join('\n') + '\n');
   }
   const failed = checks.filter(([, ok]) => !ok);
   if (failed.length) {
