@@ -344,8 +344,9 @@ int HttpFront::bind(const std::string& host, int port) {
 }
 
 void HttpFront::stop() {
-  stop_.store(true);
+  // Shut the socket down before raising the flag: once run() sees the flag it may close the descriptor.
   if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
+  stop_.store(true);
   const uint64_t one = 1;
   [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof(one));
 }
