@@ -251,7 +251,7 @@ std::function<int()> add_serve_options(CLI::App& app) {
                "Make the whole KV budget resident at start-up (default: it becomes resident as it is used)");
   app.add_flag("!--no-enable-prefix-caching", o->engine.enable_prefix_caching, "Disable the prefix cache");
   app.add_option("--max-connections", o->max_connections,
-                 "Open HTTP connections; at the cap the longest-idle one is closed, else new ones get 503")
+                 "Open HTTP connections; at the cap one idle for over 1 s is closed, else the new one gets 503")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   app.add_option("--request-read-timeout", o->request_read_timeout_s,
