@@ -1,7 +1,9 @@
 #include "model/quantized_checkpoint.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -17,6 +19,20 @@ namespace spark {
 namespace fs = std::filesystem;
 
 namespace {
+
+// A run killed outright (SIGKILL, power loss) leaves its staging folder; the output folder itself is only
+// ever renamed into place whole. The next run for the same output removes stagings whose process is gone.
+void remove_stale_stages(const fs::path& parent, const std::string& out_name) {
+  std::error_code ec;
+  const std::string prefix = out_name + ".partial-";
+  for (const fs::directory_entry& e : fs::directory_iterator(parent, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
+  }
+}
 
 bool is_weight_file(const fs::path& p) {
   const std::string name = p.filename().string();
@@ -79,6 +95,7 @@ QuantizedCheckpointSummary write_quantized_checkpoint(const SparkModel& model, c
 
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   const fs::path stage = parent / (out.filename().string() + ".partial-" + std::to_string(::getpid()));
+  remove_stale_stages(parent, out.filename().string());
   fs::remove_all(stage);
   fs::create_directories(stage);
   try {

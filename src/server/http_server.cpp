@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <limits>
 
 #include <string_view>
 
@@ -12,6 +13,7 @@
 #include "server/access_control.h"
 #include "server/api_error.h"
 #include "server/generation_handler.h"
+#include "server/http_front.h"
 #include "server/openai_request.h"
 #include "server/responses_handler.h"
 #include "spark/error.h"
@@ -102,23 +104,42 @@ void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib:
 
 }  // namespace
 
-HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique<httplib::Server>()) {
+// httplib's routing and request processing, run on requests the front has already read.
+class HttpRouter : public httplib::Server {
+ public:
+  // httplib writes a chunked response only while is_running() (its listening socket set); it never
+  // listens here, so mark it running for good: stopping is the front's business, and a drain must let
+  // streams in flight finish. httplib only compares this value, never uses it unless its own
+  // listen()/stop() run, which they do not.
+  HttpRouter() { svr_sock_ = std::numeric_limits<socket_t>::max(); }
+
+  bool serve(httplib::Stream& strm, bool close_connection, bool& connection_closed) {
+    return process_request(strm, close_connection, connection_closed, nullptr);
+  }
+};
+
+HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique<HttpRouter>()) {
   httplib::Server& s = *server_;
   const ServerOptions& o = ctx.options;
+  HttpFrontOptions fo;
   // A streaming request holds a worker for its whole life: size the pool for everything the engine admits
-  // (running + queued) plus room for health checks and metrics scrapes.
-  const size_t workers =
-      static_cast<size_t>(std::min(512, o.engine.max_num_seqs + o.engine.max_queued_requests + 8));
-  s.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+  // (running + queued) plus room for health checks and metrics scrapes. Connections waiting for a request
+  // (idle keep-alives, slow senders) hold no worker.
+  fo.workers = static_cast<size_t>(std::min(512, o.engine.max_num_seqs + o.engine.max_queued_requests + 8));
+  fo.max_connections = o.max_connections;
+  fo.max_header_bytes = kMaxHeaderBytes + 8 * 1024;  // headers + request line
+  fo.max_body_bytes = static_cast<size_t>(o.max_body_bytes);
+  fo.request_read_timeout_s = o.request_read_timeout_s;
+  fo.keep_alive_timeout_s = o.keep_alive_timeout_s;
+  front_ = std::make_unique<HttpFront>(
+      fo,
+      [this](httplib::Stream& strm, bool close_connection, bool& connection_closed) {
+        return server_->serve(strm, close_connection, connection_closed);
+      },
+      [&ctx](int status) { ctx.metrics.count_http(status); });
   s.set_payload_max_length(static_cast<size_t>(o.max_body_bytes));
-  s.set_read_timeout(30, 0);
-  s.set_keep_alive_timeout(5);
-  s.set_socket_options([this](socket_t sock) {
-    httplib::default_socket_options(sock);
-    // Called for each address tried while binding; the last one is the socket that listens.
-    if (listen_fd_ >= 0) ::close(listen_fd_);
-    listen_fd_ = ::fcntl(sock, F_DUPFD_CLOEXEC, 0);
-  });
+  s.set_keep_alive_timeout(static_cast<time_t>(std::max(1.0, o.keep_alive_timeout_s)));
+  s.set_keep_alive_max_count(1000000);  // the front decides when a connection closes
 
   // Responses answered here reach the logger below like any other, which counts them in the metrics.
   s.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
@@ -219,20 +240,11 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
                 [&ctx](const auto& req, auto& res) { handle_responses_input_items(ctx, req, res); }));
 }
 
-HttpServer::~HttpServer() {
-  if (listen_fd_ >= 0) ::close(listen_fd_);
-}
+HttpServer::~HttpServer() = default;
 
 int HttpServer::bind() {
   const ServerOptions& o = ctx_.options;
-  int port = o.port;
-  if (port == 0) {
-    port = server_->bind_to_any_port(o.host);
-  } else if (!server_->bind_to_port(o.host, port)) {
-    port = -1;
-  }
-  if (port <= 0) throw Error("cannot listen on " + o.host + ":" + std::to_string(o.port));
-  return port;
+  return front_->bind(o.host, o.port);
 }
 
 void HttpServer::set_served_by(const std::string& name) {
@@ -246,8 +258,7 @@ void HttpServer::listen() {
     std::lock_guard<std::mutex> lock(mu_);
     skip = stop_requested_;
   }
-  // A stop() after this check shuts the socket down, so accept() fails at once and listen_after_bind returns.
-  if (!skip) server_->listen_after_bind();
+  if (!skip) front_->run();
   {
     std::lock_guard<std::mutex> lock(mu_);
     listen_returned_ = true;
@@ -259,11 +270,7 @@ void HttpServer::stop() {
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_requested_) return;
   stop_requested_ = true;
-  // Once listen() runs, httplib's own stop() marks its socket closed, which also ends keep-alive loops after
-  // their current request; before that it does nothing, and the shutdown below is what stops listen().
-  // Order matters: httplib closes its descriptor itself only if accept() fails while it still holds it.
-  server_->stop();
-  if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
+  front_->stop();
 }
 
 bool HttpServer::wait_stopped(std::chrono::milliseconds timeout) {

@@ -10,11 +10,10 @@
 
 #include "server/server_context.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace spark {
+
+class HttpFront;
+class HttpRouter;
 
 class HttpServer {
  public:
@@ -28,8 +27,7 @@ class HttpServer {
   // Names this replica in an X-Served-By header on every response; call before listen().
   void set_served_by(const std::string& name);
   // Serves until stop(); returns at once when stop() came first. Requests in progress when stop() is called
-  // run to completion before this returns; idle keep-alive connections may hold it for the keep-alive
-  // timeout.
+  // run to completion before this returns; idle keep-alive connections are closed at once.
   void listen();
   // Stops accepting connections at once, from any thread, before or during listen(): the listening socket is
   // shut down, so new connections are refused (a load balancer moves on) and a listen() that has not yet
@@ -40,11 +38,10 @@ class HttpServer {
 
  private:
   ServerContext& ctx_;
-  std::unique_ptr<httplib::Server> server_;
-  // Our own duplicate of the listening socket: shutdown() through it reaches the socket whatever state
-  // httplib's copy is in (cpp-httplib 0.11's stop() does nothing until listen() has started, and a stop in
-  // that window used to leave listen() blocked in accept() for good).
-  int listen_fd_ = -1;
+  // Routes and handlers (cpp-httplib); the front (our epoll loop) owns the connections and feeds it
+  // complete requests.
+  std::unique_ptr<HttpRouter> server_;
+  std::unique_ptr<HttpFront> front_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_requested_ = false;

@@ -269,6 +269,17 @@ std::function<int()> add_serve_options(CLI::App& app) {
   app.add_flag("--kv-cache-prefault", o->engine.kv_cache_prefault,
                "Make the whole KV budget resident at start-up (default: it becomes resident as it is used)");
   app.add_flag("!--no-enable-prefix-caching", o->engine.enable_prefix_caching, "Disable the prefix cache");
+  app.add_option("--max-connections", o->max_connections,
+                 "Open HTTP connections; at the cap one idle for over 1 s is closed, else the new one gets 503")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--request-read-timeout", o->request_read_timeout_s,
+                 "Seconds from a request's first byte to its last before 408")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--keep-alive-timeout", o->keep_alive_timeout_s, "Seconds an idle keep-alive connection stays open")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--max-body-bytes", o->max_body_bytes, "Largest accepted request body")
       ->capture_default_str();
   app.add_option("--quant", o->quant,

@@ -28,6 +28,9 @@ struct ServerOptions {
   int64_t max_model_len = 0;
   std::string chat_template;
   int64_t max_body_bytes = 8 * 1024 * 1024;
+  int max_connections = 4096;          // open HTTP connections (idle, reading, or being served)
+  double request_read_timeout_s = 10;  // a request's first byte to its last, else 408
+  double keep_alive_timeout_s = 5;     // idle keep-alive connections close after this
   int default_max_tokens = 0;  // 0: up to the context limit, as vLLM does
   std::string quant = "none";  // none (as stored), auto, or a format name
   std::string priority = "speed";

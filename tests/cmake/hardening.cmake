@@ -4,7 +4,8 @@ add_executable(spark-hardening-tests
   unit/server/request_limits_test.cpp
   unit/server/access_control_test.cpp
   unit/server/tool_call_depth_test.cpp
-  unit/server/http_server_stop_test.cpp)
+  unit/server/http_server_stop_test.cpp
+  unit/server/http_front_test.cpp)
 target_link_libraries(spark-hardening-tests PRIVATE spark_server_lib GTest::gtest GTest::gtest_main spark_warnings)
 gtest_discover_tests(spark-hardening-tests DISCOVERY_TIMEOUT 60 PROPERTIES LABELS unit)
 

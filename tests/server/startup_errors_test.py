@@ -152,6 +152,30 @@ def sigterm_while_loading(bin_dir, work_dir):
     print(f"SIGTERM while loading: exited {took * 1000:.0f} ms after the signal, status 0")
 
 
+def port_in_use(bin_dir, model):
+    """Another process listens on the port: one error line naming the address and the reason, non-zero
+    status, within a second (before any model loading)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        t0 = time.monotonic()
+        proc = start(bin_dir, model, port)
+        try:
+            _, err = proc.communicate(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        took = time.monotonic() - t0
+    errors = [l for l in err.splitlines() if "error" in l.lower()]
+    assert proc.returncode != 0, f"port in use: exit status 0:\n{err}"
+    assert len(errors) == 1, f"port in use: expected one error line:\n{err}"
+    assert errors[0].startswith("error: ") and f"127.0.0.1:{port}" in errors[0] and "in use" in errors[0], errors[0]
+    assert took <= EXIT_WITHIN_S, f"port in use: exited after {took:.2f} s"
+    print(f"port in use: '{errors[0]}', status {proc.returncode}, {took * 1000:.0f} ms")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", required=True)
@@ -160,6 +184,7 @@ def main():
     os.makedirs(args.work_dir, exist_ok=True)
 
     src = make_checkpoint(args.bin_dir, args.work_dir, "tiny-ok")
+    port_in_use(args.bin_dir, src)
     broken = os.path.join(args.work_dir, "tiny-attention-bias")
     shutil.rmtree(broken, ignore_errors=True)
     shutil.copytree(src, broken)

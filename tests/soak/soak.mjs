@@ -36,7 +36,10 @@ async function startServer() {
   const cache = path.join(os.tmpdir(), `spark-soak-cache-${process.pid}`);
   mkdirSync(cache, { recursive: true });
   const argv = [...MODEL_ARGS, '--port', '0', '--threads', '2', '--max-queued-requests', String(QUEUE),
-    '--max-num-seqs', '16', '--kv-cache-memory-bytes', String(256 << 20), '--max-body-bytes', String(1 << 20)];
+    '--max-num-seqs', '16', '--kv-cache-memory-bytes', String(256 << 20), '--max-body-bytes', String(1 << 20),
+    // The whole KV budget resident from the start: otherwise RssAnon climbs as the prefix cache first touches
+    // its pages (by design, bounded by the budget) and the drift check could not tell that from a leak.
+    '--kv-cache-prefault'];
   const proc = spawn(path.join(BIN, 'spark-server'), argv, {
     stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, SPARK_CACHE_DIR: process.env.SPARK_CACHE_DIR ?? cache },
   });
@@ -86,6 +89,7 @@ const KINDS = {
   completion_stream: () => ({ path: '/v1/completions', stream: true, body: { prompt: 'The list:', max_tokens: 10, stream: true } }),
   tools_auto: () => ({ path: '/v1/chat/completions', body: { messages: msgs('Weather in Oslo?'), tools: TOOLS, tool_choice: 'auto', max_tokens: 24 } }),
   tools_required: () => ({ path: '/v1/chat/completions', body: { messages: msgs('Weather in Rome?'), tools: TOOLS, tool_choice: 'required', max_tokens: 48 } }),
+  reasoning_on: () => ({ path: '/v1/chat/completions', body: { messages: msgs('Think first.'), max_tokens: 12, chat_template_kwargs: { enable_thinking: true } } }),
   reasoning_off: () => ({ path: '/v1/chat/completions', body: { messages: msgs('Quick.'), max_tokens: 8, chat_template_kwargs: { enable_thinking: false } } }),
   n_many: () => ({ path: '/v1/chat/completions', body: { messages: msgs('Pick one.'), max_tokens: 6, n: 3, temperature: 1.0 } }),
   stop_strings: () => ({ path: '/v1/chat/completions', body: { messages: msgs('abc'), max_tokens: 16, stop: ['e', 'a', '\n'] } }),
@@ -246,7 +250,9 @@ async function main() {
   const exitCode = await new Promise((r) => (proc.exitCode !== null ? r(proc.exitCode) : proc.on('exit', (c, s) => r(c ?? s))));
 
   const at = (sec) => samples.find((s) => s.t >= sec) ?? samples[samples.length - 1];
-  const rssStart = at(Math.min(120, SECONDS / 5)), rssEnd = samples[samples.length - 1];
+  // Drift over the mixed-client phase (minute 2 to its end), before the flood's own connections.
+  const rssStart = at(Math.min(120, SECONDS / 5));
+  const rssEnd = [...samples].reverse().find((x) => x.t <= SECONDS) ?? samples[samples.length - 1];
   const drift = rssStart && rssEnd ? (rssEnd.rss - rssStart.rss) / rssStart.rss : NaN;
   const fiveHundreds = Object.entries(stats.statuses).filter(([s]) => Number(s) >= 500).reduce((a, [, n]) => a + n, 0);
   const checks = [
@@ -265,14 +271,17 @@ async function main() {
   const lines = [];
   lines.push(`# Soak report`, '', `Date ${new Date().toISOString()}, ${os.cpus()[0].model}, ${os.cpus().length} CPUs; ` +
     `${SECONDS} s, ${CLIENTS} clients, ${sent} requests, then a flood of ${FLOOD} connections; server: ` +
-    `${MODEL_ARGS.length ? MODEL_ARGS[1] : 'demo checkpoint'}, --max-queued-requests ${QUEUE}, --max-num-seqs 16.`, '');
+    `${MODEL_ARGS.length ? MODEL_ARGS[1] : 'demo checkpoint'}, --max-queued-requests ${QUEUE}, --max-num-seqs 16, ` +
+    `--kv-cache-memory-bytes 256 MiB with --kv-cache-prefault (resident from the start, so RssAnon drift shows ` +
+    `leaks, not KV pages first touched); machine load average at the end ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}.`, '');
   lines.push('| kind | requests |', '|---|---|', ...Object.entries(stats.byKind).sort().map(([k, n]) => `| ${k} | ${n} |`), '');
   lines.push('| status | count |', '|---|---|', ...Object.entries(stats.statuses).sort().map(([k, n]) => `| ${k} | ${n} |`), '');
   lines.push(`Client disconnects (mid-prefill and mid-stream): ${stats.disconnects}.`, '');
   lines.push(`KV pages in use: start ${m0.spark_kv_cache_pages_used}, end ${m1?.spark_kv_cache_pages_used} ` +
     `(prefix cache's own pages at the end: ${m1?.spark_prefix_cache_pages}; entries ${m1?.spark_prefix_cache_entries}).`, '');
   lines.push(`RssAnon: ${(rssStart?.rss / 1024).toFixed(1)} MiB at ${rssStart?.t.toFixed(0)} s, ${(rssEnd?.rss / 1024).toFixed(1)} MiB at the end ` +
-    `(drift ${(drift * 100).toFixed(2)}%), peak ${(Math.max(...samples.map((s) => s.rss)) / 1024).toFixed(1)} MiB.`, '');
+    `of the mixed-client phase (drift ${(drift * 100).toFixed(2)}%); peak ${(Math.max(...samples.map((s) => s.rss)) / 1024).toFixed(1)} MiB ` +
+    `including the flood, ${(samples[samples.length - 1].rss / 1024).toFixed(1)} MiB after it.`, '');
   lines.push(`Time to first token (streams: first content chunk; others: whole reply) p50 ${pct(stats.ttft, 0.5).toFixed(0)} ms, ` +
     `p99 ${pct(stats.ttft, 0.99).toFixed(0)} ms over ${stats.ttft.length} requests.`, '');
   if (floodResult) {
@@ -289,6 +298,9 @@ async function main() {
   if (REPORT) {
     writeFileSync(REPORT, text + `\n![RssAnon over time](${path.basename(REPORT, '.md')}-rss.svg)\n`);
     writeFileSync(path.join(path.dirname(REPORT), `${path.basename(REPORT, '.md')}-rss.svg`), svg(samples));
+    // The samples the plot is drawn from (seconds, RssAnon KiB), kept beside the report.
+    writeFileSync(path.join(path.dirname(REPORT), `${path.basename(REPORT, '.md')}-rss.csv`),
+      'seconds,rss_anon_kib\n' + samples.map((x) => `${x.t.toFixed(1)},${x.rss}`).join('\n') + '\n');
   }
   const failed = checks.filter(([, ok]) => !ok);
   if (failed.length) {
