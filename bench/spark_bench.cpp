@@ -272,6 +272,118 @@ SharedPrefixRow run_shared_prefix(const BenchOptions& o, const std::shared_ptr<S
   return row;
 }
 
+// The same own tokens timed three ways at the model level (no engine), to say what "its own tokens"
+// cost at their position: (a) in place, the last chunk of one sequence whose prefix was just computed in
+// 512-token chunks as the engine does (capturing sliding blocks as the engine does); (b) resumed, a fresh
+// sequence adopting those blocks (SequenceKv::adopt_prefix, the prefix cache's resume) then computing
+// them; (c) alone at position 0. (b) and (c) are repeated `inner` times per repetition; (a) once, since
+// each needs a whole prefix computed.
+struct OwnTokensRow {
+  int threads = 0;
+  Stats in_place{}, resumed{}, adopt{}, alone{};
+  int samples_in_place = 0, samples_other = 0;
+};
+
+OwnTokensRow run_own_tokens(const BenchOptions& o, const std::shared_ptr<SparkModel>& model, ThreadPool& pool,
+                            int threads, std::mt19937& rng) {
+  const ModelConfig& cfg = model->config();
+  constexpr int64_t kChunk = 512;  // EngineOptions::max_num_batched_tokens
+  constexpr int kInner = 3;
+  KvPagePool kv_pool(cfg, 16, 0);
+  const int64_t bs = kv_pool.block_size();
+  std::vector<float> logits;
+  // Capture pages for every block positions [from, to) touch, as Engine's prepare_capture gives them.
+  auto capture = [&](SequenceKv& kv, int64_t from, int64_t to) {
+    for (int64_t b = from / bs; b <= (to - 1) / bs; ++b) {
+      if (kv.capturing(b) || kv_pool.slide_pages_per_block() == 0) continue;
+      std::vector<int> pages;
+      for (int i = 0; i < kv_pool.slide_pages_per_block(); ++i) pages.push_back(kv_pool.allocate());
+      kv.set_capture(b, std::move(pages));
+    }
+  };
+  auto step = [&](SequenceKv& kv, const int32_t* tokens, int64_t n, LogitsMode mode) {
+    if (!kv.reserve(kv.num_tokens() + n)) throw Error("own-tokens bench: KV reserve failed");
+    capture(kv, kv.num_tokens(), kv.num_tokens() + n);
+    SequenceChunk chunk{&kv, tokens, n, mode};
+    model->forward(std::span<const SequenceChunk>(&chunk, 1), logits, pool);
+  };
+  OwnTokensRow row;
+  row.threads = threads;
+  std::vector<double> in_place, resumed, adopt, alone;
+  const int64_t n_prefix = o.shared_prefix / bs * bs;
+  for (int r = 1; r <= o.reps; ++r) {
+    const auto prefix = random_tokens(static_cast<int>(n_prefix), cfg.vocab_size, rng);
+    const auto mine = random_tokens(o.session_tokens, cfg.vocab_size, rng);
+    SequenceKv a(kv_pool);
+    for (int64_t p = 0; p < n_prefix; p += kChunk) {
+      step(a, prefix.data() + p, std::min(kChunk, n_prefix - p), LogitsMode::kNone);
+    }
+    // The prefix's sliding blocks, as the cache would hold them.
+    std::vector<std::vector<int>> slide;
+    std::vector<const int*> slide_ptrs;
+    for (int64_t b = 0; b < n_prefix / bs; ++b) slide.push_back(a.take_capture(b));
+    for (const auto& v : slide) slide_ptrs.push_back(v.empty() ? nullptr : v.data());
+    const std::vector<int> blocks(a.blocks().begin(), a.blocks().begin() + n_prefix / bs);
+    auto t = Clock::now();
+    step(a, mine.data(), o.session_tokens, LogitsMode::kLast);
+    in_place.push_back(seconds_since(t));
+    for (int i = 0; i < kInner; ++i) {
+      SequenceKv b(kv_pool);
+      t = Clock::now();
+      if (!b.adopt_prefix(blocks, slide_ptrs)) throw Error("own-tokens bench: adopt_prefix failed");
+      adopt.push_back(seconds_since(t));
+      step(b, mine.data(), o.session_tokens, LogitsMode::kLast);
+      resumed.push_back(seconds_since(t));
+      SequenceKv c(kv_pool);
+      t = Clock::now();
+      step(c, mine.data(), o.session_tokens, LogitsMode::kLast);
+      alone.push_back(seconds_since(t));
+    }
+    for (const auto& v : slide) {
+      for (int page : v) kv_pool.release(page);
+    }
+    progress("own tokens after " + std::to_string(n_prefix) + " t=" + std::to_string(threads) + " rep " +
+             std::to_string(r) + ": in place " + std::to_string(in_place.back()) + " s, resumed " +
+             std::to_string(resumed.back()) + " s, alone " + std::to_string(alone.back()) + " s");
+  }
+  row.in_place = summarize(in_place);
+  row.resumed = summarize(resumed);
+  row.adopt = summarize(adopt);
+  row.alone = summarize(alone);
+  row.samples_in_place = static_cast<int>(in_place.size());
+  row.samples_other = static_cast<int>(resumed.size());
+  return row;
+}
+
+std::string format_own_tokens(const std::vector<OwnTokensRow>& rows,
+                              const std::vector<SharedPrefixRow>& shared, const BenchOptions& o) {
+  std::ostringstream out;
+  char buf[512];
+  out << "\n### Own tokens at their position: " << o.session_tokens << " tokens after a " << o.shared_prefix
+      << "-token prefix, medians [min-max]\n\n";
+  out << "| threads | (a) in place (s) | (b) resumed from cache (s) | of which adopt (s) | (c) alone at 0 "
+         "(s) | "
+         "b / a | engine: next new session (s) / a |\n";
+  out << "|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& r : rows) {
+    double engine_warm = 0.0;
+    for (const auto& s : shared) {
+      if (s.threads == r.threads && engine_warm == 0.0) engine_warm = s.warm.median;
+    }
+    std::snprintf(
+        buf, sizeof buf,
+        "| %d | %.3f [%.3f-%.3f] | %.3f [%.3f-%.3f] | %.4f | %.3f [%.3f-%.3f] | %.2f | %.3f / %.2f |\n",
+        r.threads, r.in_place.median, r.in_place.min, r.in_place.max, r.resumed.median, r.resumed.min,
+        r.resumed.max, r.adopt.median, r.alone.median, r.alone.min, r.alone.max,
+        r.resumed.median / r.in_place.median, engine_warm, engine_warm / r.in_place.median);
+    out << buf;
+  }
+  std::snprintf(buf, sizeof buf, "\n(a): %d samples, (b) and (c): %d samples per thread count.\n",
+                rows.empty() ? 0 : rows[0].samples_in_place, rows.empty() ? 0 : rows[0].samples_other);
+  out << buf;
+  return out.str();
+}
+
 std::string format_shared_prefix(const std::vector<SharedPrefixRow>& rows, const BenchOptions& o,
                                  const std::string& desc) {
   std::ostringstream out;
@@ -345,6 +457,7 @@ int run(const BenchOptions& o) {
 
   std::vector<BenchRow> rows;
   std::vector<SharedPrefixRow> shared_rows;
+  std::vector<OwnTokensRow> own_rows;
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
   for (const std::string& quant : o.quants) {
     ModelOptions mo;
@@ -463,6 +576,7 @@ int run(const BenchOptions& o) {
         rows.push_back(row);
       }
       if (o.shared_prefix > 0) {
+        own_rows.push_back(run_own_tokens(o, model, pool, threads, rng));
         for (int n : o.sessions) shared_rows.push_back(run_shared_prefix(o, model, threads, n, rng));
       }
     }
@@ -475,6 +589,7 @@ int run(const BenchOptions& o) {
   } else {
     if (!rows.empty()) std::fputs(format_markdown(rows, desc).c_str(), stdout);
     if (!shared_rows.empty()) std::fputs(format_shared_prefix(shared_rows, o, desc).c_str(), stdout);
+    if (!own_rows.empty()) std::fputs(format_own_tokens(own_rows, shared_rows, o).c_str(), stdout);
   }
   if (!o.plot.empty()) {
     std::ofstream svg(o.plot);

@@ -34,9 +34,20 @@ PrefixCache::PrefixCache(KvPagePool& pool)
 
 PrefixCache::~PrefixCache() {
   for (auto& [h, n] : nodes_) {
-    pool_.release(n->full_page);
-    for (int p : n->slide) pool_.release(p);
+    unhold(n->full_page);
+    for (int p : n->slide) unhold(p);
   }
+}
+
+void PrefixCache::hold_slide(Node& n, std::vector<int> slide) {
+  n.slide = std::move(slide);
+  for (int p : n.slide) pool_.set_cached(p, true);
+  if (!n.slide.empty()) ++slide_blocks_;
+}
+
+void PrefixCache::unhold(int page) {
+  pool_.set_cached(page, false);
+  pool_.release(page);
 }
 
 PrefixCache::Match PrefixCache::lookup(std::span<const int32_t> tokens, int64_t max_len) {
@@ -104,7 +115,7 @@ std::optional<uint64_t> PrefixCache::insert(uint64_t parent_hash, std::span<cons
       return std::nullopt;
     }
     if (n->slide.empty()) {
-      n->slide = std::move(slide);
+      hold_slide(*n, std::move(slide));
     } else {
       release_slide();
     }
@@ -118,7 +129,8 @@ std::optional<uint64_t> PrefixCache::insert(uint64_t parent_hash, std::span<cons
   n->tokens.assign(tokens.begin(), tokens.end());
   n->full_page = full_page;
   pool_.add_ref(full_page);
-  n->slide = std::move(slide);
+  pool_.set_cached(full_page, true);
+  hold_slide(*n, std::move(slide));
   n->last_used = tick_;
   if (parent) parent->children.push_back(n.get());
   nodes_.emplace(h, std::move(n));
@@ -126,7 +138,8 @@ std::optional<uint64_t> PrefixCache::insert(uint64_t parent_hash, std::span<cons
 }
 
 void PrefixCache::drop_slide(Node& n) {
-  for (int p : n.slide) pool_.release(p);
+  for (int p : n.slide) unhold(p);
+  if (!n.slide.empty()) --slide_blocks_;
   n.slide.clear();
   ++evicted_sliding_;
 }
@@ -136,8 +149,9 @@ void PrefixCache::erase_leaf(Node* n) {
     auto& c = n->parent->children;
     c.erase(std::find(c.begin(), c.end(), n));
   }
-  pool_.release(n->full_page);
-  for (int p : n->slide) pool_.release(p);
+  unhold(n->full_page);
+  for (int p : n->slide) unhold(p);
+  if (!n->slide.empty()) --slide_blocks_;
   ++evicted_blocks_;
   nodes_.erase(n->hash);
 }
@@ -185,21 +199,6 @@ int64_t PrefixCache::evict_until(bool all, int64_t free_pages) {
     if (parent && evictable(parent)) leaves.push(parent);
   }
   return before - pool_.pages_in_use();
-}
-
-int64_t PrefixCache::sliding_blocks() const {
-  int64_t n = 0;
-  for (const auto& [h, node] : nodes_) n += node->slide.empty() ? 0 : 1;
-  return n;
-}
-
-int64_t PrefixCache::pages_held_exclusively() const {
-  int64_t n = 0;
-  for (const auto& [h, node] : nodes_) {
-    n += static_cast<int64_t>(node->slide.size());
-    n += pool_.refcount(node->full_page) == 1 ? 1 : 0;
-  }
-  return n;
 }
 
 }  // namespace spark

@@ -51,9 +51,10 @@ class PrefixCache {
   int64_t clear() { return evict_until(true, 0); }
 
   int64_t blocks() const { return static_cast<int64_t>(nodes_.size()); }
-  int64_t sliding_blocks() const;
-  // Pages that only the cache holds (what evicting everything would free).
-  int64_t pages_held_exclusively() const;
+  int64_t sliding_blocks() const { return slide_blocks_; }
+  // Pages that only the cache holds (what evicting everything would free). A counter the pool keeps as
+  // references change (KvPagePool::cached_sole_pages), not a walk over the blocks: read every step.
+  int64_t pages_held_exclusively() const { return pool_.cached_sole_pages(); }
   int64_t evicted_blocks() const { return evicted_blocks_; }
   int64_t evicted_sliding_blocks() const { return evicted_sliding_; }
 
@@ -73,6 +74,9 @@ class PrefixCache {
 
   int64_t evict_until(bool all, int64_t free_pages);
   void drop_slide(Node& n);
+  // Takes the cache's reference to a sliding block's pages / gives one page's reference back.
+  void hold_slide(Node& n, std::vector<int> slide);
+  void unhold(int page);
   void erase_leaf(Node* n);
 
   KvPagePool& pool_;
@@ -81,6 +85,7 @@ class PrefixCache {
   uint64_t tick_ = 0;
   int64_t evicted_blocks_ = 0;
   int64_t evicted_sliding_ = 0;
+  int64_t slide_blocks_ = 0;
 };
 
 }  // namespace spark

@@ -43,6 +43,7 @@ KvPagePool::KvPagePool(const ModelConfig& config, int block_size, int64_t budget
     if (prefault) std::memset(arena_, 0, arena_bytes_);
     for (int64_t p = 0; p < max_pages_; ++p) pages_.push_back(arena_ + p * page_floats_);
     refs_.assign(pages_.size(), 0);
+    cached_.assign(pages_.size(), 0);
     for (int64_t p = max_pages_ - 1; p >= 0; --p) free_list_.push_back(static_cast<int>(p));
   }
 }
@@ -57,6 +58,7 @@ int KvPagePool::allocate() {
     chunks_.emplace_back(new float[static_cast<size_t>(page_floats_)]);
     pages_.push_back(chunks_.back().get());
     refs_.push_back(0);
+    cached_.push_back(0);
     free_list_.push_back(static_cast<int>(pages_.size() - 1));
   }
   int p = free_list_.back();
@@ -69,10 +71,19 @@ int KvPagePool::allocate() {
 void KvPagePool::release(int page) {
   int& r = refs_[static_cast<size_t>(page)];
   if (r <= 0) throw Error("KV page released more often than referenced");
-  if (--r == 0) {
+  if (--r == 1 && cached_[static_cast<size_t>(page)]) ++cached_sole_;
+  if (r == 0) {
+    if (cached_[static_cast<size_t>(page)]) throw Error("KV page freed while the prefix cache marks it");
     free_list_.push_back(page);
     --in_use_;
   }
+}
+
+void KvPagePool::set_cached(int page, bool cached) {
+  uint8_t& c = cached_[static_cast<size_t>(page)];
+  if (static_cast<bool>(c) == cached) return;
+  if (refs_[static_cast<size_t>(page)] == 1) cached_sole_ += cached ? 1 : -1;
+  c = cached ? 1 : 0;
 }
 
 float* KvPagePool::slide_entry(const int* pages, int sliding_layer, int64_t pos, int kv) {

@@ -58,9 +58,18 @@ class KvPagePool {
 
   // A free page with refcount 1, or -1 when the budget is exhausted.
   int allocate();
-  void add_ref(int page) { ++refs_[static_cast<size_t>(page)]; }
+  void add_ref(int page) {
+    int& r = refs_[static_cast<size_t>(page)];
+    if (r == 1 && cached_[static_cast<size_t>(page)]) --cached_sole_;
+    ++r;
+  }
   void release(int page);
   int refcount(int page) const { return refs_[static_cast<size_t>(page)]; }
+  // Pages the prefix cache references (marked while it does): cached_sole_pages() counts those no one
+  // else holds (refcount 1), kept up to date on every reference change so reading it costs nothing.
+  // The cache unmarks a page before releasing its reference.
+  void set_cached(int page, bool cached);
+  int64_t cached_sole_pages() const { return cached_sole_; }
   float* page(int id) { return pages_[static_cast<size_t>(id)]; }
 
  private:
@@ -79,6 +88,8 @@ class KvPagePool {
   std::vector<std::unique_ptr<float[]>> chunks_;  // unbounded pools: one allocation per page
   std::vector<float*> pages_;
   std::vector<int> refs_;
+  std::vector<uint8_t> cached_;
+  int64_t cached_sole_ = 0;
   std::vector<int> free_list_;
 };
 

@@ -41,6 +41,25 @@ inline float dot(const float* a, const float* b, int n) {
   return s;
 }
 
+// dot() of one key with four query rows at once: each row's sums are formed exactly as dot() forms them
+// (same lanes, same order, same final tree), but the four independent chains keep the adder busy where
+// one chain waits on each addition's latency.
+inline void dot4(const float* const* q, const float* k, int n, float* out) {
+  float acc[4][8] = {};
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int r = 0; r < 4; ++r) {
+      for (int j = 0; j < 8; ++j) acc[r][j] += q[r][i + j] * k[i + j];
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    const float* a = acc[r];
+    float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    for (int t = i; t < n; ++t) s += q[r][t] * k[t];
+    out[r] = s;
+  }
+}
+
 inline void axpy(float a, const float* x, float* y, int n) {
   for (int i = 0; i < n; ++i) y[i] += a * x[i];
 }
@@ -291,32 +310,77 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
       return (sliding ? ch.kv->ring_values(layer.type_index, kp) : ch.kv->full_values(layer.type_index, kp)) +
              kv_off;
     };
-    thread_local std::vector<float> scores;
-    for (int64_t r = it.row_begin; r < it.row_end; ++r) {
-      const int64_t row = row0 + r;
-      const int64_t pos = start + r;
+    // Each key and value row is read once per item and used by every query row of the item that sees it
+    // (up to kQueryBlock rows): reading them once per query row made a multi-token chunk at a long
+    // position stream the whole context from L3/memory once per row. The arithmetic per (query, key) and
+    // the order of accumulation over keys are unchanged, so the results are bit-identical.
+    const int64_t rows = it.row_end - it.row_begin;
+    const int64_t first_pos = start + it.row_begin, last_pos = start + it.row_end - 1;
+    auto lo_of = [&](int64_t pos) { return sliding ? std::max<int64_t>(0, pos - window + 1) : int64_t{0}; };
+    const int64_t span = last_pos - lo_of(first_pos) + 1;  // keys any row of the item sees
+    thread_local std::vector<float> scores;  // [row][key - lo(row)], stride span
+    scores.resize(static_cast<size_t>(rows * span));
+    const float* q[kQueryBlock];
+    float* out[kQueryBlock];
+    int64_t lo[kQueryBlock] = {}, hi[kQueryBlock] = {};
+    float max_score[kQueryBlock] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t row = row0 + it.row_begin + r;
+      const int64_t pos = first_pos + r;
       // The window counts the query itself: keys pos - (window - 1) .. pos.
-      const int64_t lo = sliding ? std::max<int64_t>(0, pos - window + 1) : 0;
-      const float* q = qkv_.data() + row * qkv_dim + static_cast<int64_t>(it.head) * hd;
-      scores.resize(static_cast<size_t>(pos - lo + 1));
-      float max_score = -std::numeric_limits<float>::infinity();
-      for (int64_t kp = lo; kp <= pos; ++kp) {
-        float s = dot(q, key(kp), hd) * scale;
-        scores[static_cast<size_t>(kp - lo)] = s;
-        max_score = std::max(max_score, s);
+      lo[r] = lo_of(pos);
+      hi[r] = pos;
+      q[r] = qkv_.data() + row * qkv_dim + static_cast<int64_t>(it.head) * hd;
+      out[r] = attn_.data() + row * q_dim + static_cast<int64_t>(it.head) * hd;
+      max_score[r] = -std::numeric_limits<float>::infinity();
+    }
+    const int64_t key_lo = lo[0];
+    // Rows see keys lo[r]..hi[r], both rising with r, so the rows that see key kp are a contiguous run.
+    int64_t r_first = 0, r_end = 0;
+    for (int64_t kp = key_lo; kp <= last_pos; ++kp) {
+      while (r_end < rows && lo[r_end] <= kp) ++r_end;
+      while (r_first < r_end && hi[r_first] < kp) ++r_first;
+      const float* k = key(kp);
+      int64_t r = r_first;
+      for (; r + 4 <= r_end; r += 4) {
+        float d[4];
+        dot4(q + r, k, hd, d);
+        for (int64_t j = 0; j < 4; ++j) {
+          const float s = d[j] * scale;
+          scores[static_cast<size_t>((r + j) * span + kp - lo[r + j])] = s;
+          max_score[r + j] = std::max(max_score[r + j], s);
+        }
       }
-      double sum = 0.0;
-      for (float& s : scores) {
-        s = std::exp(s - max_score);
-        sum += s;
+      for (; r < r_end; ++r) {
+        const float s = dot(q[r], k, hd) * scale;
+        scores[static_cast<size_t>(r * span + kp - lo[r])] = s;
+        max_score[r] = std::max(max_score[r], s);
       }
-      float* out = attn_.data() + row * q_dim + static_cast<int64_t>(it.head) * hd;
-      std::fill(out, out + hd, 0.0f);
-      for (int64_t kp = lo; kp <= pos; ++kp) axpy(scores[static_cast<size_t>(kp - lo)], value(kp), out, hd);
+    }
+    double sum[kQueryBlock] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      float* sr = scores.data() + r * span;
+      double acc = 0.0;
+      for (int64_t i = 0; i <= hi[r] - lo[r]; ++i) {
+        sr[i] = std::exp(sr[i] - max_score[r]);
+        acc += sr[i];
+      }
+      sum[r] = acc;
+      std::fill(out[r], out[r] + hd, 0.0f);
+    }
+    for (int64_t kp = key_lo; kp <= last_pos; ++kp) {
+      const float* v = value(kp);
+      for (int64_t r = 0; r < rows; ++r) {
+        if (kp < lo[r] || kp > hi[r]) continue;
+        axpy(scores[static_cast<size_t>(r * span + kp - lo[r])], v, out[r], hd);
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
       // Normalisation and the head-wise output gate fold into one scale of this head's output.
+      const int64_t row = row0 + it.row_begin + r;
       const float g = gate_[static_cast<size_t>(row * n_heads + it.head)];
-      const float f = static_cast<float>(g / sum);
-      for (int d = 0; d < hd; ++d) out[d] *= f;
+      const float f = static_cast<float>(g / sum[r]);
+      for (int d = 0; d < hd; ++d) out[r][d] *= f;
     }
   });
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "engine/prefix_cache.h"
 #include "model/spark_model.h"
 #include "server/model_source.h"
 #include "spark/error.h"
@@ -24,6 +25,7 @@ struct GenerateOptions {
   int max_tokens = 32;
   int top = 5;
   int64_t prefill_chunk = 0;  // 0: the whole prompt in one chunk
+  int64_t resume_at = 0;      // > 0: positions [0, resume_at) come through the prefix cache
   int64_t max_model_len = 0;
   int threads = 0;
   bool stop_at_eos = false;
@@ -90,7 +92,12 @@ int run_generate(const GenerateOptions& o) {
   }
 
   KvPagePool kv_pool(cfg, 16, 0);
-  SequenceKv kv(kv_pool);
+  PrefixCache cache(kv_pool);
+  auto kv = std::make_unique<SequenceKv>(kv_pool);
+  const int64_t bs = kv_pool.block_size();
+  if (o.resume_at < 0 || o.resume_at % bs != 0 || o.resume_at >= static_cast<int64_t>(prompt.size())) {
+    throw Error("--resume-at must be a multiple of " + std::to_string(bs) + " below the prompt length");
+  }
   std::vector<float> all_logits;  // [rows, vocab]: every prompt position, then every decode step
   std::vector<float> step_logits;
   int step = 0;
@@ -104,8 +111,15 @@ int run_generate(const GenerateOptions& o) {
     });
   }
   auto run_chunk = [&](const int32_t* tokens, int64_t n) {
-    if (!kv.reserve(kv.num_tokens() + n)) throw Error("KV cache exhausted");
-    SequenceChunk chunk{&kv, tokens, n, LogitsMode::kAll};
+    if (!kv->reserve(kv->num_tokens() + n)) throw Error("KV cache exhausted");
+    // Before the resume point the sliding layers are captured per block, as the engine does.
+    for (int64_t b = kv->num_tokens() / bs; b * bs < std::min(kv->num_tokens() + n, o.resume_at); ++b) {
+      if (kv->capturing(b) || kv_pool.slide_pages_per_block() == 0) continue;
+      std::vector<int> pages;
+      for (int i = 0; i < kv_pool.slide_pages_per_block(); ++i) pages.push_back(kv_pool.allocate());
+      kv->set_capture(b, std::move(pages));
+    }
+    SequenceChunk chunk{kv.get(), tokens, n, LogitsMode::kAll};
     model.forward(std::span<const SequenceChunk>(&chunk, 1), step_logits, pool);
     all_logits.insert(all_logits.end(), step_logits.begin(), step_logits.end());
     ++step;
@@ -113,8 +127,29 @@ int run_generate(const GenerateOptions& o) {
 
   const auto t_prefill = std::chrono::steady_clock::now();
   const int64_t chunk = o.prefill_chunk > 0 ? o.prefill_chunk : static_cast<int64_t>(prompt.size());
-  for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(chunk)) {
-    run_chunk(prompt.data() + i, std::min<int64_t>(chunk, static_cast<int64_t>(prompt.size() - i)));
+  const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+  for (int64_t i = 0; i < o.resume_at; i += chunk)
+    run_chunk(prompt.data() + i, std::min(chunk, o.resume_at - i));
+  if (o.resume_at > 0) {
+    // The engine's path for a new session: the blocks go into the prefix cache, the sequence that
+    // computed them ends (the cache alone holds them), and a new sequence resumes from a lookup.
+    uint64_t parent = PrefixCache::kRootHash;
+    for (int64_t b = 0; b < o.resume_at / bs; ++b) {
+      auto h = cache.insert(parent, std::span<const int32_t>(prompt.data() + b * bs, static_cast<size_t>(bs)),
+                            kv->blocks()[static_cast<size_t>(b)], kv->take_capture(b));
+      if (!h) throw Error("--resume-at: block " + std::to_string(b) + " was not cached");
+      parent = *h;
+    }
+    kv = std::make_unique<SequenceKv>(kv_pool);
+    PrefixCache::Match hit = cache.lookup(prompt, o.resume_at);
+    if (hit.tokens != o.resume_at || !kv->adopt_prefix(hit.full_pages, hit.slide)) {
+      throw Error("--resume-at: the prefix cache gave " + std::to_string(hit.tokens) + " of " +
+                  std::to_string(o.resume_at) + " tokens");
+    }
+    spdlog::info("resumed at {} from the prefix cache ({} blocks)", o.resume_at, cache.blocks());
+  }
+  for (int64_t i = o.resume_at; i < n_prompt; i += chunk) {
+    run_chunk(prompt.data() + i, std::min(chunk, n_prompt - i));
   }
   const double prefill_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_prefill).count();
@@ -178,6 +213,9 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-t,--threads", opts->threads, "Compute threads (default: physical cores)");
   cmd->add_flag("--stop-at-eos", opts->stop_at_eos, "Stop when EOS is generated");
   cmd->add_flag("--json", opts->json, "Print one JSON object instead of text");
+  cmd->add_option("--resume-at", opts->resume_at,
+                  "Compute the first N prompt tokens (a multiple of 16), put their blocks in a prefix cache, "
+                  "then resume a new sequence from it (tests the cache against the reference)");
   cmd->add_option("--logits-out", opts->logits_out, "Write every position's logits to this .npy file");
   cmd->add_option("--quant", opts->quant,
                   "Weight format: none (as stored), auto, f32, bf16, f16, int8, w4a8, w4a16");

@@ -134,12 +134,23 @@ TEST_F(PrefixCacheTest, NeverEvictsBlocksASequenceHoldsAndReturnsEveryReference)
   ASSERT_EQ(m.tokens, 48);
   ASSERT_TRUE(seq.adopt_prefix(m.full_pages, m.slide));
   for (int p : m.full_pages) EXPECT_EQ(pool_.refcount(p), 2);  // the cache's and the sequence's
+  // Pages only the cache holds: block 3's full page and all 4 sliding blocks (the counter follows the
+  // sequence's references as they come and go).
+  const int64_t slide_pages = 4 * pool_.slide_pages_per_block();
+  EXPECT_EQ(cache_.pages_held_exclusively(), 1 + slide_pages);
+  {
+    SequenceKv other(pool_);
+    ASSERT_TRUE(other.adopt_prefix(m.full_pages, m.slide));
+    EXPECT_EQ(cache_.pages_held_exclusively(), 1 + slide_pages);
+  }
   cache_.clear();
   // Block 3 was a leaf no sequence held; blocks 0-2 are held, so they stay (and so does their chain).
   EXPECT_EQ(cache_.blocks(), 3);
   EXPECT_EQ(cache_.evicted_blocks(), 1);
   EXPECT_EQ(pool_.pages_in_use(), seq.pages_held());
+  EXPECT_EQ(cache_.pages_held_exclusively(), 0);  // the cache holds only what the sequence holds too
   seq.clear();
+  EXPECT_EQ(cache_.pages_held_exclusively(), 3);  // blocks 0-2, now the cache's alone
   cache_.clear();
   EXPECT_EQ(cache_.blocks(), 0);
   EXPECT_EQ(pool_.pages_in_use(), 0);
