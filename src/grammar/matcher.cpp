@@ -240,7 +240,7 @@ const std::vector<uint32_t>& CompiledGrammar::distances() const {
         const uint32_t c = g.closure[k];
         const Grammar::State& cs = g.states[c];
         if (cs.final) best = 0;
-        if (cs.edges_end > cs.edges_begin) best = std::min(best, 1 + d[g.edges[cs.edges_begin].to]);
+        for (uint32_t e = cs.edges_begin; e < cs.edges_end; ++e) best = std::min(best, 1 + d[g.edges[e].to]);
         if (cs.call_rule >= 0) {
           best = std::min(best, d[g.rule_start[static_cast<size_t>(cs.call_rule)]] + d[cs.call_next]);
         }
@@ -368,7 +368,9 @@ uint32_t GrammarMatcher::min_completion_bytes() const {
   for (const Head& h : heads_) {
     // A head's other moves (ending its rule, calls) are heads of their own already: only its byte counts.
     const Grammar::State& st = g().states[h.state];
-    uint64_t total = 1 + static_cast<uint64_t>(d[g().edges[st.edges_begin].to]);
+    uint32_t step = UINT32_MAX / 4;
+    for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) step = std::min(step, d[g().edges[e].to]);
+    uint64_t total = 1 + static_cast<uint64_t>(step);
     for (uint32_t f = h.frame; f != 0; f = frames_[f].parent) total += d[frames_[f].ret];
     best = static_cast<uint32_t>(std::min<uint64_t>(best, total));
   }
@@ -389,10 +391,8 @@ size_t GrammarMatcher::restrict_to_shortest(std::vector<uint64_t>& bits) const {
       uint64_t below = 0;
       for (uint32_t f = h.frame; f != 0; f = frames_[f].parent) below += d[frames_[f].ret];
       const Grammar::State& st = g().states[h.state];
-      if (st.edges_end == st.edges_begin) continue;
-      const uint32_t to = g().edges[st.edges_begin].to;
-      if (1 + d[to] + below != target) continue;
       for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) {
+        if (1 + d[g().edges[e].to] + below != target) continue;
         for (uint32_t b = g().edges[e].lo; b <= g().edges[e].hi; ++b)
           set(compiled_->vocab().byte_token(static_cast<uint8_t>(b)));
       }
