@@ -6,7 +6,8 @@
 // whose prefix the grammar rejects is pruned, so the work follows what is allowed. Per grammar and state the
 // walk is done once without the stack ("context-independent": the tokens the state accepts without returning
 // from its rule, plus the trie nodes where a return happens); at each step only those nodes' subtrees are
-// walked again with the real stack.
+// walked again with the real stack. Head sets are interned as states of a lazy DFA whose byte transitions
+// are computed once per grammar, so a walk costs a table lookup per trie node.
 #pragma once
 
 #include <cstdint>
@@ -79,6 +80,12 @@ class CompiledGrammar {
     std::vector<uint32_t> cd_nodes;  // trie nodes where the rule may return: walk them with the stack
   };
   const StateMask& state_mask(uint32_t state) const;
+  // The tokens the heads allow next (ORed into bits, sized to the vocabulary), end tokens aside. Runs under
+  // the grammar's lock: its caches are shared by every matcher of the grammar.
+  void fill(const std::vector<Head>& heads, const std::vector<Frame>& frames,
+            std::vector<uint64_t>& bits) const;
+  ~CompiledGrammar();
+  struct Walks;
   // Per state, the fewest bytes that reach the end of its rule (calls included); computed on first use.
   const std::vector<uint32_t>& distances() const;
 
@@ -88,6 +95,8 @@ class CompiledGrammar {
   mutable std::mutex mutex_;
   mutable std::unordered_map<uint32_t, std::unique_ptr<StateMask>> masks_;
   mutable std::vector<uint32_t> distances_;
+  mutable std::unique_ptr<Walks> walks_;
+  const StateMask& state_mask_locked(uint32_t state) const;
 };
 
 class GrammarMatcher {
@@ -128,8 +137,6 @@ class GrammarMatcher {
 
  private:
   const Grammar& g() const { return *grammar_ptr_; }
-  void walk_subtree(uint32_t node, std::span<const Head> heads, std::vector<Frame>& frames,
-                    std::vector<uint64_t>& bits) const;
 
   std::shared_ptr<const CompiledGrammar> compiled_;
   std::shared_ptr<const Grammar> grammar_holder_;
