@@ -288,15 +288,71 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVoc
 
 CompiledGrammar::~CompiledGrammar() = default;
 
+std::shared_ptr<const StateMask> TokenVocab::shared_mask(const std::string& signature) const {
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  auto it = shared_.find(signature);
+  return it == shared_.end() ? nullptr : it->second;
+}
+
+void TokenVocab::share_mask(const std::string& signature, std::shared_ptr<const StateMask> mask) const {
+  constexpr size_t kMaxShared = 2048;  // 16 KiB each on a 131k vocabulary
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  if (shared_.size() < kMaxShared) shared_.emplace(signature, std::move(mask));
+}
+
+namespace {
+
+// What a state's context-independent mask depends on: the automaton reachable from it (byte edges,
+// closures, calls into other rules, rule ends), numbered in discovery order, so equal structures in
+// different rules or grammars give equal strings. Empty when more than a few hundred states are reachable
+// (a state deep inside a large object: its mask is cheap and specific anyway).
+std::string mask_signature(const Grammar& g, uint32_t state) {
+  constexpr size_t kMaxStates = 512;
+  std::unordered_map<uint32_t, uint32_t> id;
+  std::vector<uint32_t> order;
+  auto canon = [&](uint32_t s) {
+    auto [it, fresh] = id.emplace(s, static_cast<uint32_t>(order.size()));
+    if (fresh) order.push_back(s);
+    return it->second;
+  };
+  canon(state);
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order.size() > kMaxStates) return {};
+    const Grammar::State& st = g.states[order[i]];
+    out.push_back(UINT32_MAX);
+    out.push_back((st.final ? 1u : 0u) | (st.tail_call ? 2u : 0u) | (st.call_rule >= 0 ? 4u : 0u));
+    if (st.call_rule >= 0) {
+      out.push_back(canon(g.rule_start[static_cast<size_t>(st.call_rule)]));
+      out.push_back(canon(st.call_next));
+    }
+    for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) {
+      out.push_back(g.edges[e].lo | (static_cast<uint32_t>(g.edges[e].hi) << 8));
+      out.push_back(canon(g.edges[e].to));
+    }
+    out.push_back(UINT32_MAX - 1);
+    for (uint32_t k = st.closure_begin; k < st.closure_end; ++k) out.push_back(canon(g.closure[k]));
+  }
+  return std::string(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(uint32_t));
+}
+
+}  // namespace
+
 const CompiledGrammar::StateMask& CompiledGrammar::state_mask_locked(uint32_t state) const {
   auto it = masks_.find(state);
   if (it != masks_.end()) return *it->second;
-  auto m = std::make_unique<StateMask>();
+  const std::string signature = mask_signature(grammar_, state);
+  if (!signature.empty()) {
+    if (auto shared = vocab_->shared_mask(signature))
+      return *masks_.emplace(state, std::move(shared)).first->second;
+  }
+  auto m = std::make_shared<StateMask>();
   m->bits.assign((vocab_->size() + 63) / 64, 0);
   const std::vector<Frame> bottom{{0, 0}};
   const uint32_t cfg = walks_->intern(Walks::encode({{state, 0}}, bottom));
   TrieWalker w{grammar_, *vocab_, *walks_, m->bits, &m->cd_nodes};
   w.walk(0, cfg, false);
+  if (!signature.empty()) vocab_->share_mask(signature, m);
   return *masks_.emplace(state, std::move(m)).first->second;
 }
 
