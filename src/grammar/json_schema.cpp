@@ -1020,9 +1020,17 @@ class SchemaCompiler {
       } else if (hits.size() == 1) {
         v = value(*patterns[hits[0]].second, path + "/patternProperties/" + patterns[hits[0]].first);
       } else {
-        Json merged = flatten(*patterns[hits[0]].second, path, 1);
-        for (size_t i = 1; i < hits.size(); ++i) {
-          merged = merge(merged, flatten(*patterns[hits[i]].second, path, 1), path + "/patternProperties", 1);
+        // Names matching several patterns meet all their schemas; where those cannot be merged (or no
+        // value meets them all) such names are left out: fewer instances, never an invalid one.
+        Json merged;
+        try {
+          merged = flatten(*patterns[hits[0]].second, path, 1);
+          for (size_t i = 1; i < hits.size(); ++i) {
+            merged =
+                merge(merged, flatten(*patterns[hits[i]].second, path, 1), path + "/patternProperties", 1);
+          }
+        } catch (const Error&) {
+          return b_.nothing();
         }
         v = value(keep(std::move(merged)), path + "/patternProperties");
       }

@@ -178,6 +178,9 @@ TEST(JsonSchemaGrammar, PatternProperties) {
             "additionalProperties": {"type": "boolean"}})",
         {{R"({"ab": 5})", R"({"a": 2})", R"({"b": "x"})", R"({"zz": true})"},
          {R"({"ab": 2})", R"({"ab": 5.5})", R"({"b": 2})", R"({"zz": 1})"}});
+  // Names matching patterns whose schemas no value meets together cannot appear.
+  check(R"({"type": "object", "patternProperties": {"^x": {"type": "integer"}, "v$": {"type": "string"}}})",
+        {{R"({"xa": 1, "av": "s"})"}, {R"({"xv": 1})", R"({"xv": "s"})"}});
   // Patterns apply to declared properties too.
   check(
       R"({"type": "object", "properties": {"a1": {"type": "integer"}}, "patternProperties": {"^a": {"minimum": 0}}})",
