@@ -142,10 +142,54 @@ class IntRanges {
   GrammarBuilder& b_;
 };
 
+// A non-negative decimal bound: integer part, fraction digits without trailing zeros.
 struct Bound {
-  int64_t value;
+  uint64_t ipart;
+  std::string frac;
   bool exclusive;
+  bool zero() const { return ipart == 0 && frac.empty(); }
 };
+
+// A JSON number's exact decimal value as sign, integer digits and fraction digits (from its shortest
+// round-trip text), or nullopt beyond 9e15.
+struct Decimal {
+  bool negative;
+  uint64_t ipart;
+  std::string frac;
+};
+
+std::optional<Decimal> parse_decimal(const std::string& text) {
+  size_t i = 0;
+  Decimal d{false, 0, ""};
+  if (i < text.size() && text[i] == '-') {
+    d.negative = true;
+    ++i;
+  }
+  std::string digits;
+  int point = -1;
+  for (; i < text.size() && text[i] != 'e' && text[i] != 'E'; ++i) {
+    if (text[i] == '.') {
+      point = static_cast<int>(digits.size());
+    } else {
+      digits.push_back(text[i]);
+    }
+  }
+  if (point < 0) point = static_cast<int>(digits.size());
+  if (i < text.size()) point += std::stoi(text.substr(i + 1));
+  if (point > 16) return std::nullopt;
+  while (point < 0) {
+    digits.insert(digits.begin(), '0');
+    ++point;
+  }
+  while (static_cast<int>(digits.size()) < point) digits.push_back('0');
+  const std::string ip = digits.substr(0, static_cast<size_t>(point));
+  d.frac = digits.substr(static_cast<size_t>(point));
+  while (!d.frac.empty() && d.frac.back() == '0') d.frac.pop_back();
+  d.ipart = ip.empty() ? 0 : std::stoull(ip);
+  if (d.ipart > 9'000'000'000'000'000ull) return std::nullopt;
+  if (d.ipart == 0 && d.frac.empty()) d.negative = false;
+  return d;
+}
 
 class SchemaCompiler {
  public:
@@ -742,88 +786,121 @@ class SchemaCompiler {
     const bool bounded = s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
                          s.contains("exclusiveMaximum");
     if (!bounded) return plain_number();
-    // Integer-valued bounds only; numbers then have no exponent.
-    auto get = [&](const char* key) -> std::optional<Bound> {
+    // Bounded numbers are written without an exponent, compared digit by digit with the decimal bounds.
+    auto get = [&](const char* key) -> std::optional<Decimal> {
       if (!s.contains(key) || s[key].is_boolean()) return std::nullopt;
       if (!s[key].is_number()) fail(path, std::string(key) + " must be a number");
-      const double d = s[key].get<double>();
-      if (std::floor(d) != d || std::fabs(d) > 9e15)
-        fail(path, std::string(key) + " on a number must be an integer");
-      return Bound{static_cast<int64_t>(d), false};
+      auto d = parse_decimal(s[key].dump());
+      if (!d) fail(path, std::string(key) + " beyond 9e15 is not supported");
+      return d;
+    };
+    auto less = [](const Decimal& a, const Decimal& b) {  // a < b
+      if (a.negative != b.negative) return a.negative;
+      const bool mag_less = a.ipart != b.ipart ? a.ipart < b.ipart : a.frac < b.frac;
+      const bool same = a.ipart == b.ipart && a.frac == b.frac;
+      return a.negative ? !mag_less && !same : mag_less;
     };
     auto flag = [&](const char* key) { return s.contains(key) && s[key].is_boolean() && s[key].get<bool>(); };
-    std::optional<Bound> lo = get("minimum"), hi = get("maximum");
-    if (lo && flag("exclusiveMinimum")) lo->exclusive = true;
-    if (hi && flag("exclusiveMaximum")) hi->exclusive = true;
-    if (auto x = get("exclusiveMinimum")) {
-      if (!lo || x->value >= lo->value) lo = Bound{x->value, true};
+    struct Signed {
+      Decimal d;
+      bool exclusive;
+    };
+    std::optional<Signed> lo, hi;
+    if (auto d = get("minimum")) lo = Signed{*d, flag("exclusiveMinimum")};
+    if (auto d = get("maximum")) hi = Signed{*d, flag("exclusiveMaximum")};
+    if (auto d = get("exclusiveMinimum")) {
+      if (!lo || !less(*d, lo->d)) lo = Signed{*d, true};
     }
-    if (auto x = get("exclusiveMaximum")) {
-      if (!hi || x->value <= hi->value) hi = Bound{x->value, true};
+    if (auto d = get("exclusiveMaximum")) {
+      if (!hi || !less(hi->d, *d)) hi = Signed{*d, true};
     }
+    auto positive = [](const Signed& x) { return !x.d.negative && !(x.d.ipart == 0 && x.d.frac.empty()); };
+    auto magnitude_of = [](const Signed& x) { return Bound{x.d.ipart, x.d.frac, x.exclusive}; };
     std::vector<ExprId> options;
-    // x >= 0 as its magnitude m with the same bounds (a negative lower bound is no bound).
-    std::optional<Bound> m_lo = lo && lo->value >= 0 ? lo : std::nullopt;
-    if (!hi || hi->value > 0 || (hi->value == 0 && !hi->exclusive)) options.push_back(magnitude(m_lo, hi));
+    // x >= 0 as its magnitude (a negative lower bound is no bound there).
+    if (!hi || positive(*hi) || (!hi->d.negative && !hi->exclusive)) {
+      std::optional<Bound> m_lo, m_hi;
+      if (lo && !lo->d.negative) m_lo = magnitude_of(*lo);
+      if (hi) m_hi = magnitude_of(*hi);
+      options.push_back(magnitude(m_lo, m_hi));
+    }
     // x < 0 as -m with m > 0: m's lower bound from the upper bound, its upper bound from the lower bound.
-    if (!lo || lo->value < 0) {
-      std::optional<Bound> n_lo = Bound{0, true};
-      if (hi && -hi->value > 0) n_lo = Bound{-hi->value, hi->exclusive};
-      std::optional<Bound> n_hi;
-      if (lo) n_hi = Bound{-lo->value, lo->exclusive};
-      options.push_back(b_.seq({b_.byte('-'), magnitude(n_lo, n_hi)}));
+    if (!lo || lo->d.negative) {
+      std::optional<Bound> m_lo = Bound{0, "", true}, m_hi;
+      if (hi && hi->d.negative) m_lo = magnitude_of(*hi);
+      if (lo) m_hi = magnitude_of(*lo);
+      options.push_back(b_.seq({b_.byte('-'), magnitude(m_lo, m_hi)}));
     }
     return b_.alt(std::move(options));
   }
 
-  // Non-negative decimals I(.F)? within integer bounds.
+  // Fraction digits F (after the point) with 0.F >= 0.D (> when strict), from digit i of D on.
+  ExprId frac_ge(const std::string& d, size_t i, bool strict) {
+    ExprId digits = b_.repeat(b_.bytes({{'0', '9'}}), 0, kUnbounded);
+    if (i == d.size()) return strict ? b_.seq({digits, b_.bytes({{'1', '9'}}), digits}) : digits;
+    const auto c = static_cast<uint8_t>(d[i]);
+    return b_.alt({b_.seq({b_.bytes({{static_cast<uint8_t>(c + 1), '9'}}), digits}),
+                   b_.seq({b_.byte(c), frac_ge(d, i + 1, strict)})});
+  }
+  // Fraction digits F with 0.F <= 0.D (< when strict), from digit i of D on (D has no trailing zeros).
+  ExprId frac_le(const std::string& d, size_t i, bool strict) {
+    ExprId digits = b_.repeat(b_.bytes({{'0', '9'}}), 0, kUnbounded);
+    if (i == d.size()) return strict ? b_.nothing() : b_.repeat(b_.byte('0'), 0, kUnbounded);
+    const auto c = static_cast<uint8_t>(d[i]);
+    std::vector<ExprId> options;
+    if (i > 0) options.push_back(b_.empty());  // 0 < 0.D[i..]
+    if (c > '0') options.push_back(b_.seq({b_.bytes({{'0', static_cast<uint8_t>(c - 1)}}), digits}));
+    options.push_back(b_.seq({b_.byte(c), frac_le(d, i + 1, strict)}));
+    return b_.alt(std::move(options));
+  }
+
+  // The optional fraction part (".digits") of a number whose integer part equals the lower and/or upper
+  // bound's.
+  ExprId fraction(const std::optional<Bound>& lo, const std::optional<Bound>& hi) {
+    ExprId dot = b_.byte('.');
+    std::vector<ExprId> parts;
+    if (lo) {
+      // Without a fraction the value is the integer part: allowed when the bound's fraction is 0, inclusive.
+      ExprId absent = lo->frac.empty() && !lo->exclusive ? b_.empty() : b_.nothing();
+      parts.push_back(b_.alt({absent, b_.seq({dot, nonempty(frac_ge(lo->frac, 0, lo->exclusive))})}));
+    }
+    if (hi) {
+      ExprId absent = hi->frac.empty() && hi->exclusive ? b_.nothing() : b_.empty();
+      parts.push_back(b_.alt({absent, b_.seq({dot, nonempty(frac_le(hi->frac, 0, hi->exclusive))})}));
+    }
+    if (parts.empty()) return b_.optional(b_.seq({dot, b_.repeat(b_.bytes({{'0', '9'}}), 1, kUnbounded)}));
+    if (parts.size() == 1) return parts[0];
+    return product_dfa(b_, {{parts[0], true}, {parts[1], true}},
+                       [&](const std::vector<bool>&) { return b_.empty(); });
+  }
+
+  // `e` without the empty string: intersected with one digit or more.
+  ExprId nonempty(ExprId e) {
+    return product_dfa(b_, {{e, true}, {b_.repeat(b_.bytes({{'0', '9'}}), 1, kUnbounded), true}},
+                       [&](const std::vector<bool>&) { return b_.empty(); });
+  }
+
+  // Non-negative decimals I(.F)? within decimal bounds.
   ExprId magnitude(std::optional<Bound> lo, std::optional<Bound> hi) {
     IntRanges ir(b_);
-    ExprId digits = b_.repeat(ir.digit(), 1, kUnbounded);
-    ExprId frac_any = b_.optional(b_.seq({b_.byte('.'), digits}));
-    ExprId frac_zero = b_.optional(b_.seq({b_.byte('.'), b_.repeat(b_.byte('0'), 1, kUnbounded)}));
-    ExprId frac_nonzero = b_.seq({b_.byte('.'), b_.repeat(ir.digit(), 0, kUnbounded), b_.bytes({{'1', '9'}}),
-                                  b_.repeat(ir.digit(), 0, kUnbounded)});
-    enum Frac { kNone, kZero, kNonzero, kAny };
-    auto meet = [](Frac a, Frac b) {
-      if (a == kAny) return b;
-      if (b == kAny) return a;
-      return a == b ? a : kNone;
-    };
-    auto frac_for = [&](int64_t i) {
-      Frac f = kAny;
-      if (lo) f = meet(f, i > lo->value ? kAny : i == lo->value ? (lo->exclusive ? kNonzero : kAny) : kNone);
-      if (hi) f = meet(f, i < hi->value ? kAny : i == hi->value ? (hi->exclusive ? kNone : kZero) : kNone);
-      return f;
-    };
-    auto with = [&](ExprId ip, Frac f) {
-      switch (f) {
-        case kAny:
-          return b_.seq({ip, frac_any});
-        case kZero:
-          return b_.seq({ip, frac_zero});
-        case kNonzero:
-          return b_.seq({ip, frac_nonzero});
-        case kNone:
-          break;
-      }
-      return b_.nothing();
-    };
+    ExprId frac_any = b_.optional(b_.seq({b_.byte('.'), b_.repeat(ir.digit(), 1, kUnbounded)}));
     std::vector<ExprId> options;
-    const uint64_t a = lo ? static_cast<uint64_t>(lo->value) : 0;
-    std::set<int64_t> special;
-    if (lo) special.insert(lo->value);
-    if (hi && hi->value >= 0) special.insert(hi->value);
-    for (int64_t v : special) {
-      if (v >= 0)
-        options.push_back(with(ir.nonneg(static_cast<uint64_t>(v), static_cast<uint64_t>(v)), frac_for(v)));
+    std::set<uint64_t> special;
+    if (lo) special.insert(lo->ipart);
+    if (hi) special.insert(hi->ipart);
+    for (uint64_t v : special) {
+      if (lo && v < lo->ipart) continue;
+      if (hi && v > hi->ipart) continue;
+      const std::optional<Bound> l = lo && v == lo->ipart ? lo : std::nullopt;
+      const std::optional<Bound> h = hi && v == hi->ipart ? hi : std::nullopt;
+      options.push_back(b_.seq({ir.nonneg(v, v), fraction(l, h)}));
     }
-    // The integers strictly between the bounds take any fraction.
-    const uint64_t from = lo ? a + 1 : 0;
+    // The integer parts strictly between the bounds take any fraction.
+    const uint64_t from = lo ? lo->ipart + 1 : 0;
     if (!hi) {
-      options.push_back(with(ir.nonneg(from, std::nullopt), kAny));
-    } else if (hi->value >= 1 && from <= static_cast<uint64_t>(hi->value - 1)) {
-      options.push_back(with(ir.nonneg(from, static_cast<uint64_t>(hi->value - 1)), kAny));
+      options.push_back(b_.seq({ir.nonneg(from, std::nullopt), frac_any}));
+    } else if (hi->ipart >= 1 && from <= hi->ipart - 1) {
+      options.push_back(b_.seq({ir.nonneg(from, hi->ipart - 1), frac_any}));
     }
     return b_.alt(std::move(options));
   }

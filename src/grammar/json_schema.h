@@ -6,8 +6,8 @@
 // (not {}, {not}, {type}, {enum / const} of strings, booleans and null, {required: [one name]}), $ref to #,
 // #/$defs/..., #/definitions/... or any JSON pointer in the document (recursion included), string
 // minLength / maxLength / pattern / format (date-time, date, time, email, uuid, uri, ipv4, ipv6, hostname;
-// other formats are annotations; several of them on one string are intersected), integer bounds and
-// integer-valued number bounds (inclusive and exclusive, draft 4 and later forms). Properties come in the
+// other formats are annotations; several of them on one string are intersected), integer and number
+// bounds (decimal, inclusive and exclusive, draft 4 and later forms). Properties come in the
 // schema's order, optional ones may be skipped, additional ones come after the declared ones. Whitespace
 // goes where JSON allows it, in runs of a bounded length.
 //

@@ -164,7 +164,16 @@ TEST(JsonSchemaGrammar, NumberBounds) {
   check(R"({"type": "number", "exclusiveMinimum": 0})", {{"0.001", "3", "3.5"}, {"0", "0.0", "-1"}});
   check(R"({"type": "number", "minimum": -2, "exclusiveMaximum": 3})",
         {{"-2", "-1.5", "0", "2.99"}, {"-2.01", "3", "3.0", "-3"}});
-  EXPECT_NE(compile_error(R"({"type": "number", "minimum": 0.5})").find("minimum"), std::string::npos);
+  // Decimal bounds, compared digit by digit.
+  check(R"({"type": "number", "minimum": 0.5, "maximum": 2.25})",
+        {{"0.5", "0.50", "0.51", "1", "2", "2.25", "2.2", "2.249"},
+         {"0.49", "0", "0.4999", "2.26", "2.250001", "3", "-1"}});
+  check(R"({"type": "number", "exclusiveMinimum": 0.1, "exclusiveMaximum": 0.3})",
+        {{"0.2", "0.10001", "0.29"}, {"0.1", "0.10", "0.3", "0.3000", "0", "0.05"}});
+  check(R"({"type": "number", "minimum": -1.5, "maximum": -0.25})",
+        {{"-1.5", "-1", "-0.25", "-0.3"}, {"-1.51", "-0.2", "0", "-2"}});
+  check(R"({"type": "number", "minimum": 0.001})", {{"0.001", "5"}, {"0.0009", "0", "-1"}});
+  check(R"({"type": "number", "maximum": 1e-2})", {{"0.01", "0", "-3.5"}, {"0.011", "1"}});
 }
 
 TEST(JsonSchemaGrammar, PatternProperties) {
