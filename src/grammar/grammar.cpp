@@ -156,6 +156,13 @@ ExprId GrammarBuilder::call(int rule) {
   return add(std::move(n));
 }
 
+ExprId GrammarBuilder::dfa(DfaTable table, std::vector<ExprId> exits) {
+  if (table.edges.empty()) return nothing_;
+  Node n{Node::kDfa, {}, std::move(exits)};
+  n.dfa = std::make_shared<const DfaTable>(std::move(table));
+  return add(std::move(n));
+}
+
 int GrammarBuilder::new_rule(std::string name) {
   rules_.push_back({std::move(name), -1});
   return static_cast<int>(rules_.size() - 1);
@@ -177,6 +184,11 @@ size_t GrammarBuilder::estimate_states(ExprId e) const {
     case Node::kSeq:
     case Node::kAlt: {
       size_t total = 2;
+      for (ExprId k : n.kids) total += estimate_states(k);
+      return total;
+    }
+    case Node::kDfa: {
+      size_t total = 2 + n.dfa->edges.size();
       for (ExprId k : n.kids) total += estimate_states(k);
       return total;
     }
@@ -221,7 +233,7 @@ class Compiler {
     std::vector<Grammar::Edge> edges;
     for (uint32_t s = 0; s < g_.states.size(); ++s) {
       g_.states[s].edges_begin = static_cast<uint32_t>(edges.size());
-      for (ByteRange r : byte_edges_[s].ranges) edges.push_back({r.lo, r.hi, byte_edges_[s].to});
+      for (const Grammar::Edge& e : byte_edges_[s]) edges.push_back(e);
       g_.states[s].edges_end = static_cast<uint32_t>(edges.size());
     }
     g_.edges = std::move(edges);
@@ -256,10 +268,7 @@ class Compiler {
   }
 
  private:
-  struct ByteEdges {
-    std::vector<ByteRange> ranges;
-    uint32_t to = 0;
-  };
+  using ByteEdges = std::vector<Grammar::Edge>;
 
   uint32_t new_state() {
     if (g_.states.size() >= max_states_) {
@@ -284,7 +293,7 @@ class Compiler {
       }
       case GrammarBuilder::Node::kBytes: {
         const uint32_t s = new_state(), t = new_state();
-        byte_edges_[s] = {n.ranges, t};
+        for (ByteRange r : n.ranges) byte_edges_[s].push_back({r.lo, r.hi, t});
         return {s, t};
       }
       case GrammarBuilder::Node::kCall: {
@@ -311,6 +320,20 @@ class Compiler {
           eps_[ke].push_back(t);
         }
         return {s, t};
+      }
+      case GrammarBuilder::Node::kDfa: {
+        const DfaTable& d = *n.dfa;
+        std::vector<uint32_t> at(d.edges.size());
+        for (uint32_t& a : at) a = new_state();
+        const uint32_t t = new_state();
+        std::vector<std::pair<uint32_t, uint32_t>> exits;
+        for (ExprId k : n.kids) exits.push_back(build(k));
+        for (auto [ks, ke] : exits) eps_[ke].push_back(t);
+        for (size_t q = 0; q < d.edges.size(); ++q) {
+          for (const DfaTable::Edge& e : d.edges[q]) byte_edges_[at[q]].push_back({e.lo, e.hi, at[e.to]});
+          if (d.exit[q] >= 0) eps_[at[q]].push_back(exits[static_cast<size_t>(d.exit[q])].first);
+        }
+        return {at[0], t};
       }
       case GrammarBuilder::Node::kRepeat: {
         const uint32_t s = new_state();

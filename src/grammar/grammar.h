@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,17 @@ inline constexpr int kUnbounded = -1;
 
 struct ByteRange {
   uint8_t lo, hi;
+};
+
+// A deterministic automaton over bytes, embedded in a grammar: its states' byte edges, and per state the
+// index of the exit expression that may follow there (-1: none). Built by product_dfa (grammar/product.h).
+struct DfaTable {
+  struct Edge {
+    uint8_t lo, hi;
+    uint32_t to;
+  };
+  std::vector<std::vector<Edge>> edges;  // per state; state 0 starts
+  std::vector<int32_t> exit;             // per state
 };
 
 class GrammarBuilder {
@@ -33,6 +45,8 @@ class GrammarBuilder {
   ExprId repeat(ExprId e, int min, int max);  // max kUnbounded for no limit
   ExprId optional(ExprId e) { return repeat(e, 0, 1); }
   ExprId call(int rule);
+  // The automaton, then at a state with an exit, that exit's expression (exits[exit]).
+  ExprId dfa(DfaTable table, std::vector<ExprId> exits);
 
   int new_rule(std::string name);
   void define(int rule, ExprId body);
@@ -43,10 +57,11 @@ class GrammarBuilder {
   size_t estimate_states(ExprId e) const;
 
   struct Node {
-    enum Kind : uint8_t { kEmpty, kNothing, kBytes, kSeq, kAlt, kRepeat, kCall } kind;
+    enum Kind : uint8_t { kEmpty, kNothing, kBytes, kSeq, kAlt, kRepeat, kCall, kDfa } kind;
     std::vector<ByteRange> ranges;
     std::vector<ExprId> kids;
     int min = 0, max = 0, rule = -1;
+    std::shared_ptr<const DfaTable> dfa = nullptr;  // kDfa: kids are its exits
   };
   struct Rule {
     std::string name;
@@ -63,7 +78,8 @@ class GrammarBuilder {
 };
 
 // The compiled automaton. States are global across rules; a call edge enters another rule's start state and
-// resumes at `next` once that rule reaches its final state.
+// resumes at `next` once that rule reaches its final state. A state's byte edges may lead to different
+// states (embedded DFAs); Thompson states have one target.
 struct Grammar {
   struct Edge {
     uint8_t lo, hi;

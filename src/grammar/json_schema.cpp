@@ -9,6 +9,8 @@
 #include <optional>
 #include <set>
 
+#include "grammar/json_validate.h"
+#include "grammar/product.h"
 #include "grammar/regex.h"
 #include "spark/error.h"
 
@@ -21,23 +23,18 @@ using Json = nlohmann::ordered_json;
 // Keywords that only annotate (or that no validator of the drafts enforces) are ignored; these change which
 // instances are valid and are refused when the grammar cannot enforce them.
 const std::set<std::string>& unsupported_keywords() {
-  static const std::set<std::string> k{"not",
-                                       "if",
+  static const std::set<std::string> k{"if",
                                        "then",
                                        "else",
                                        "dependencies",
                                        "dependentSchemas",
                                        "dependentRequired",
-                                       "propertyNames",
-                                       "minProperties",
-                                       "maxProperties",
                                        "multipleOf",
                                        "contains",
                                        "minContains",
                                        "maxContains",
                                        "unevaluatedProperties",
                                        "unevaluatedItems",
-                                       "patternProperties",
                                        "$dynamicRef",
                                        "$recursiveRef"};
   return k;
@@ -67,42 +64,15 @@ const std::set<std::string>& assertion_keywords() {
                                        "minimum",
                                        "maximum",
                                        "exclusiveMinimum",
-                                       "exclusiveMaximum"};
+                                       "exclusiveMaximum",
+                                       "not",
+                                       "patternProperties",
+                                       "propertyNames",
+                                       "minProperties",
+                                       "maxProperties",
+                                       kExclude,
+                                       kAbsent};
   return k;
-}
-
-// Days per month, February 29th only in leap years.
-#define DATE                                                                                                \
-  "(([0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-" \
-  "9]|2[0-8]))|"                                                                                            \
-  "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29))"
-
-const char* format_regex(const std::string& format) {
-  static const std::map<std::string, const char*> k{
-      {"date", DATE},
-      {"time",
-       "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-      {"date-time", DATE "[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?"
-                         "([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-      {"email",
-       "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/"
-       "=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-       "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+"},
-      {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
-      {"uri", "[A-Za-z][A-Za-z0-9+.\\-]*:[A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=%]*"},
-      {"ipv4",
-       "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"},
-      {"ipv6",
-       "(([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-"
-       "F]{1,4}|"
-       "([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|"
-       "([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|"
-       "[0-9a-fA-F]{1,4}:(:[0-9a-fA-F]{1,4}){1,6}|:((:[0-9a-fA-F]{1,4}){1,7}|:))"},
-      {"hostname",
-       "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"},
-  };
-  auto it = k.find(format);
-  return it == k.end() ? nullptr : it->second;
 }
 
 // Digit strings without leading zeros for the integers in [lo, hi] (hi empty: unbounded).
@@ -172,10 +142,54 @@ class IntRanges {
   GrammarBuilder& b_;
 };
 
+// A non-negative decimal bound: integer part, fraction digits without trailing zeros.
 struct Bound {
-  int64_t value;
+  uint64_t ipart;
+  std::string frac;
   bool exclusive;
+  bool zero() const { return ipart == 0 && frac.empty(); }
 };
+
+// A JSON number's exact decimal value as sign, integer digits and fraction digits (from its shortest
+// round-trip text), or nullopt beyond 9e15.
+struct Decimal {
+  bool negative;
+  uint64_t ipart;
+  std::string frac;
+};
+
+std::optional<Decimal> parse_decimal(const std::string& text) {
+  size_t i = 0;
+  Decimal d{false, 0, ""};
+  if (i < text.size() && text[i] == '-') {
+    d.negative = true;
+    ++i;
+  }
+  std::string digits;
+  int point = -1;
+  for (; i < text.size() && text[i] != 'e' && text[i] != 'E'; ++i) {
+    if (text[i] == '.') {
+      point = static_cast<int>(digits.size());
+    } else {
+      digits.push_back(text[i]);
+    }
+  }
+  if (point < 0) point = static_cast<int>(digits.size());
+  if (i < text.size()) point += std::stoi(text.substr(i + 1));
+  if (point > 16) return std::nullopt;
+  while (point < 0) {
+    digits.insert(digits.begin(), '0');
+    ++point;
+  }
+  while (static_cast<int>(digits.size()) < point) digits.push_back('0');
+  const std::string ip = digits.substr(0, static_cast<size_t>(point));
+  d.frac = digits.substr(static_cast<size_t>(point));
+  while (!d.frac.empty() && d.frac.back() == '0') d.frac.pop_back();
+  d.ipart = ip.empty() ? 0 : std::stoull(ip);
+  if (d.ipart > 9'000'000'000'000'000ull) return std::nullopt;
+  if (d.ipart == 0 && d.frac.empty()) d.negative = false;
+  return d;
+}
 
 class SchemaCompiler {
  public:
@@ -218,25 +232,10 @@ class SchemaCompiler {
   }
 
   const Json& resolve(const std::string& ref, const std::string& path) {
-    if (ref.empty() || ref[0] != '#') fail(path, "$ref '" + ref + "' is not inside this document");
-    std::string pointer = ref.substr(1);
-    // Percent-decoding of the fragment.
-    std::string decoded;
-    for (size_t i = 0; i < pointer.size(); ++i) {
-      if (pointer[i] == '%' && i + 2 < pointer.size() + 0 &&
-          std::isxdigit(static_cast<unsigned char>(pointer[i + 1])) &&
-          std::isxdigit(static_cast<unsigned char>(pointer[i + 2]))) {
-        decoded.push_back(static_cast<char>(std::stoi(pointer.substr(i + 1, 2), nullptr, 16)));
-        i += 2;
-      } else {
-        decoded.push_back(pointer[i]);
-      }
-    }
-    if (!decoded.empty() && decoded[0] != '/') fail(path, "$ref '" + ref + "': anchors are not supported");
     try {
-      return root_.at(Json::json_pointer(decoded));
-    } catch (const std::exception&) {
-      fail(path, "$ref '" + ref + "' does not resolve");
+      return resolve_ref(root_, ref);
+    } catch (const Error& e) {
+      fail(path, e.what());
     }
   }
 
@@ -298,11 +297,13 @@ class SchemaCompiler {
         mine = merge(flatten(mine, path, depth + 1), flatten(v, path, depth + 1), path, depth + 1);
       } else if (k == "additionalProperties" && mine.is_boolean() && v.is_boolean()) {
         mine = mine.get<bool>() && v.get<bool>();
-      } else if ((k == "minimum" || k == "minLength" || k == "minItems") && mine.is_number() &&
-                 v.is_number()) {
+      } else if (k == kExclude || k == kAbsent) {
+        for (const auto& x : v) mine.push_back(x);
+      } else if ((k == "minimum" || k == "minLength" || k == "minItems" || k == "minProperties") &&
+                 mine.is_number() && v.is_number()) {
         if (v > mine) mine = v;
-      } else if ((k == "maximum" || k == "maxLength" || k == "maxItems") && mine.is_number() &&
-                 v.is_number()) {
+      } else if ((k == "maximum" || k == "maxLength" || k == "maxItems" || k == "maxProperties") &&
+                 mine.is_number() && v.is_number()) {
         if (v < mine) mine = v;
       } else if (k == "enum" && mine.is_array() && v.is_array()) {
         Json both = Json::array();
@@ -344,7 +345,6 @@ class SchemaCompiler {
     if (depth > 64) fail(path, "schema nested too deeply");
     if (s.is_boolean()) return s.get<bool>() ? any_value() : b_.nothing();
     if (!s.is_object()) fail(path, "a schema must be an object or a boolean");
-    check_keywords(s, path);
     if (s.contains("$ref")) {
       if (!s["$ref"].is_string()) fail(path, "$ref must be a string");
       if (!has_assertions(s, "$ref")) {
@@ -353,6 +353,9 @@ class SchemaCompiler {
       return build(keep(flatten(s, path, depth)), path, depth + 1);
     }
     if (s.contains("allOf")) return build(keep(flatten(s, path, depth)), path, depth + 1);
+    if (s.contains("enum") || s.contains("const")) return listed(s, path);
+    check_keywords(s, path);
+    if (s.contains("not")) return build(keep(apply_not(s, path, depth)), path, depth + 1);
     for (const char* key : {"anyOf", "oneOf"}) {
       if (!s.contains(key)) continue;
       const Json& options = s[key];
@@ -371,42 +374,18 @@ class SchemaCompiler {
       }
       return b_.alt(std::move(alts));
     }
-    if (s.contains("const")) return const_value(s["const"]);
-    std::vector<std::string> types;
-    if (s.contains("type")) {
-      const Json& t = s["type"];
-      if (t.is_string())
-        types.push_back(t.get<std::string>());
-      else if (t.is_array()) {
-        for (const auto& x : t) {
-          if (!x.is_string()) fail(path, "type list members must be strings");
-          types.push_back(x.get<std::string>());
-        }
-      } else {
-        fail(path, "type must be a string or a list");
-      }
-    } else {
-      types = {"object", "array", "string", "number", "boolean", "null"};
-    }
+    std::vector<std::string> types = type_list(s, path);
     if (std::find(types.begin(), types.end(), "number") != types.end()) {
       types.erase(std::remove(types.begin(), types.end(), "integer"), types.end());
     }
-    if (s.contains("enum")) {
-      const Json& e = s["enum"];
-      if (!e.is_array()) fail(path, "enum must be an array");
-      std::vector<ExprId> alts;
-      for (const auto& v : e) {
-        if (type_matches(v, types)) alts.push_back(const_value(v));
-      }
-      return b_.alt(std::move(alts));
-    }
     std::vector<ExprId> alts;
     for (const std::string& t : types) {
-      if (t == "null")
-        alts.push_back(b_.literal("null"));
-      else if (t == "boolean")
-        alts.push_back(b_.alt({b_.literal("true"), b_.literal("false")}));
-      else if (t == "integer")
+      if (t == "null") {
+        if (!excluded(s, Json(nullptr))) alts.push_back(b_.literal("null"));
+      } else if (t == "boolean") {
+        if (!excluded(s, Json(true))) alts.push_back(b_.literal("true"));
+        if (!excluded(s, Json(false))) alts.push_back(b_.literal("false"));
+      } else if (t == "integer")
         alts.push_back(integer(s, path));
       else if (t == "number")
         alts.push_back(number(s, path));
@@ -420,6 +399,107 @@ class SchemaCompiler {
         fail(path, "unknown type '" + t + "'");
     }
     return b_.alt(std::move(alts));
+  }
+
+  static bool excluded(const Json& s, const Json& v) {
+    if (!s.contains(kExclude)) return false;
+    for (const auto& x : s[kExclude]) {
+      if (json_equal(x, v)) return true;
+    }
+    return false;
+  }
+
+  // A schema whose instances are listed (enum / const): each listed value is checked against every keyword
+  // of the schema, so whatever the keywords, the grammar allows exactly the valid listed values.
+  ExprId listed(const Json& s, const std::string& path) {
+    const Json values = s.contains("const") ? Json::array({s["const"]}) : s["enum"];
+    if (!values.is_array()) fail(path, "enum must be an array");
+    std::vector<ExprId> alts;
+    for (const auto& v : values) {
+      try {
+        if (json_valid(v, s, root_)) alts.push_back(const_value(v));
+      } catch (const Error& e) {
+        fail(path, e.what());
+      }
+    }
+    return b_.alt(std::move(alts));
+  }
+
+  static std::vector<std::string> type_list(const Json& s, const std::string& path) {
+    std::vector<std::string> types;
+    if (!s.contains("type")) return {"object", "array", "string", "number", "boolean", "null"};
+    const Json& t = s["type"];
+    if (t.is_string()) return {t.get<std::string>()};
+    if (!t.is_array()) fail(path, "type must be a string or a list");
+    for (const auto& x : t) {
+      if (!x.is_string()) fail(path, "type list members must be strings");
+      types.push_back(x.get<std::string>());
+    }
+    return types;
+  }
+
+  // `not` as the other keywords it amounts to, where that is exact: not {} / true (nothing), not {not: X}
+  // (X), not {type} (the other types), not {enum / const} (of strings, booleans and null; values of types
+  // the schema does not allow anyway), not {required: [one name]} (an object without it). Anything else is
+  // a compile error.
+  Json apply_not(const Json& s, const std::string& path, int depth) {
+    Json out = s;
+    Json n = s["not"];
+    out.erase("not");
+    if (n.is_boolean()) return n.get<bool>() ? Json(false) : out;
+    if (!n.is_object()) fail(path, "not must be a schema");
+    n = flatten(n, path, depth + 1);
+    for (const char* k : {"title", "description", "$comment", "examples", "default", "$id", "$schema"})
+      n.erase(k);
+    if (n.empty()) return Json(false);
+    const std::string name = n.size() == 1 ? n.begin().key() : "";
+    if (name == "not") {
+      const Json& inner = n["not"];
+      if (inner.is_boolean()) return inner.get<bool>() ? out : Json(false);
+      return merge(out, flatten(inner, path, depth + 1), path, depth + 1);
+    }
+    std::vector<std::string> allowed = type_list(out, path);
+    auto allows = [&](const std::string& t) {
+      return std::find(allowed.begin(), allowed.end(), t) != allowed.end() ||
+             (t == "integer" && std::find(allowed.begin(), allowed.end(), "number") != allowed.end());
+    };
+    if (name == "type") {
+      for (const std::string& t : type_list(n, path)) {
+        if (t == "integer" && std::find(allowed.begin(), allowed.end(), "number") != allowed.end()) {
+          fail(path, "unsupported keyword 'not' (not: {type: integer} on numbers)");
+        }
+        allowed.erase(std::remove(allowed.begin(), allowed.end(), t), allowed.end());
+        if (t == "number")
+          allowed.erase(std::remove(allowed.begin(), allowed.end(), "integer"), allowed.end());
+      }
+      if (allowed.empty()) return Json(false);
+      out["type"] = Json(allowed);
+      return out;
+    }
+    if (name == "enum" || name == "const") {
+      const Json values = name == "const" ? Json::array({n["const"]}) : n["enum"];
+      if (!values.is_array()) fail(path, "enum must be an array");
+      for (const auto& v : values) {
+        if (v.is_string() || v.is_boolean() || v.is_null()) {
+          out[kExclude].push_back(v);
+        } else if ((v.is_number() && allows(v.is_number_float() ? "number" : "integer")) ||
+                   (v.is_array() && allows("array")) || (v.is_object() && allows("object"))) {
+          fail(path,
+               "unsupported keyword 'not' (not: {enum} with a number, array or object the schema allows)");
+        }
+      }
+      return out;
+    }
+    if (name == "required" && n["required"].is_array() && n["required"].size() == 1 &&
+        n["required"][0].is_string()) {
+      if (!allows("object")) return Json(false);  // a non-object meets `required`: its negation fails
+      out["type"] = "object";
+      out[kAbsent].push_back(n["required"][0]);
+      return out;
+    }
+    fail(path,
+         "unsupported keyword 'not' (only not: {}, {not}, {type}, {enum}, {const} and {required: [one]} are "
+         "enforced exactly)");
   }
 
   const Json& keep(Json j) {
@@ -594,6 +674,12 @@ class SchemaCompiler {
                                        b_.optional(b_.bytes({{'+', '+'}, {'-', '-'}})), digits}))});
   }
 
+  // A key or string character written raw (no escapes): its bytes are its text, so automata over raw text
+  // (patterns, names) judge it exactly.
+  ExprId raw_char() {
+    return b_.alt({b_.bytes({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}}), b_.codepoints(0x80, 0x10FFFF)});
+  }
+
   ExprId string(const Json& s, const std::string& path) {
     int min_len = 0, max_len = kUnbounded;
     if (s.contains("minLength")) min_len = count(s["minLength"], path, "minLength");
@@ -603,22 +689,49 @@ class SchemaCompiler {
     if (s.contains("format") && s["format"].is_string())
       format = format_regex(s["format"].get<std::string>());
     const bool has_pattern = s.contains("pattern");
-    if ((has_pattern ? 1 : 0) + (format ? 1 : 0) + (has_length ? 1 : 0) > 1) {
-      fail(path, has_pattern ? "pattern combined with format or minLength/maxLength is not supported"
-                             : "format combined with minLength/maxLength is not supported");
-    }
-    if (has_pattern) {
-      if (!s["pattern"].is_string()) fail(path, "pattern must be a string");
-      try {
-        return b_.seq(
-            {b_.byte('"'), compile_regex(b_, s["pattern"].get<std::string>(), {true, true}), b_.byte('"')});
-      } catch (const Error& e) {
-        fail(path, e.what());
+    if (has_pattern && !s["pattern"].is_string()) fail(path, "pattern must be a string");
+    std::vector<std::string> not_values;
+    if (s.contains(kExclude)) {
+      for (const auto& v : s[kExclude]) {
+        if (v.is_string()) not_values.push_back(v.get<std::string>());
       }
     }
-    if (format) return b_.seq({b_.byte('"'), compile_regex(b_, format, {true, false}), b_.byte('"')});
     if (max_len != kUnbounded && max_len > 100000) fail(path, "maxLength above 100000 is not supported");
     if (min_len > 100000) fail(path, "minLength above 100000 is not supported");
+    const int constraints = (has_pattern ? 1 : 0) + (format ? 1 : 0) + (has_length ? 1 : 0);
+    try {
+      if (!not_values.empty() && constraints == 0) return string_except(not_values);
+      if (constraints > 1 || !not_values.empty()) {
+        if (std::max(min_len, max_len) > 4096)
+          fail(path, "minLength/maxLength above 4096 with pattern or format");
+        // Several constraints on one text: their automata intersected.
+        std::vector<ProductPart> parts;
+        if (has_pattern)
+          parts.push_back({compile_regex(b_, s["pattern"].get<std::string>(), {true, true}), true});
+        if (format) parts.push_back({compile_regex(b_, format, {true, false}), true});
+        if (has_length) parts.push_back({b_.repeat(counted_char(), min_len, max_len), true});
+        if (!not_values.empty()) {
+          // Excluded values are matched raw, so strings with escapes are left out (no spelling slips past).
+          parts.push_back({b_.repeat(raw_char(), 0, kUnbounded), true});
+          std::vector<ExprId> names;
+          for (const auto& v : not_values) names.push_back(b_.literal(v));
+          parts.push_back({b_.alt(std::move(names)), false});
+        }
+        const bool has_excluded = !not_values.empty();
+        ExprId quote = b_.byte('"');
+        ExprId body = product_dfa(b_, parts, [&](const std::vector<bool>& matched) {
+          return has_excluded && matched.back() ? b_.nothing() : quote;
+        });
+        return b_.seq({b_.byte('"'), body});
+      }
+      if (has_pattern) {
+        return b_.seq(
+            {b_.byte('"'), compile_regex(b_, s["pattern"].get<std::string>(), {true, true}), b_.byte('"')});
+      }
+    } catch (const Error& e) {
+      fail(path, e.what());
+    }
+    if (format) return b_.seq({b_.byte('"'), compile_regex(b_, format, {true, false}), b_.byte('"')});
     if (!has_length) return b_.seq({b_.byte('"'), b_.repeat(string_char(), 0, kUnbounded), b_.byte('"')});
     // Counted characters: a compact character automaton copied per count, or for long bounds one call per
     // character (fewer states; masks then need the stack at every character).
@@ -673,88 +786,121 @@ class SchemaCompiler {
     const bool bounded = s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
                          s.contains("exclusiveMaximum");
     if (!bounded) return plain_number();
-    // Integer-valued bounds only; numbers then have no exponent.
-    auto get = [&](const char* key) -> std::optional<Bound> {
+    // Bounded numbers are written without an exponent, compared digit by digit with the decimal bounds.
+    auto get = [&](const char* key) -> std::optional<Decimal> {
       if (!s.contains(key) || s[key].is_boolean()) return std::nullopt;
       if (!s[key].is_number()) fail(path, std::string(key) + " must be a number");
-      const double d = s[key].get<double>();
-      if (std::floor(d) != d || std::fabs(d) > 9e15)
-        fail(path, std::string(key) + " on a number must be an integer");
-      return Bound{static_cast<int64_t>(d), false};
+      auto d = parse_decimal(s[key].dump());
+      if (!d) fail(path, std::string(key) + " beyond 9e15 is not supported");
+      return d;
+    };
+    auto less = [](const Decimal& a, const Decimal& b) {  // a < b
+      if (a.negative != b.negative) return a.negative;
+      const bool mag_less = a.ipart != b.ipart ? a.ipart < b.ipart : a.frac < b.frac;
+      const bool same = a.ipart == b.ipart && a.frac == b.frac;
+      return a.negative ? !mag_less && !same : mag_less;
     };
     auto flag = [&](const char* key) { return s.contains(key) && s[key].is_boolean() && s[key].get<bool>(); };
-    std::optional<Bound> lo = get("minimum"), hi = get("maximum");
-    if (lo && flag("exclusiveMinimum")) lo->exclusive = true;
-    if (hi && flag("exclusiveMaximum")) hi->exclusive = true;
-    if (auto x = get("exclusiveMinimum")) {
-      if (!lo || x->value >= lo->value) lo = Bound{x->value, true};
+    struct Signed {
+      Decimal d;
+      bool exclusive;
+    };
+    std::optional<Signed> lo, hi;
+    if (auto d = get("minimum")) lo = Signed{*d, flag("exclusiveMinimum")};
+    if (auto d = get("maximum")) hi = Signed{*d, flag("exclusiveMaximum")};
+    if (auto d = get("exclusiveMinimum")) {
+      if (!lo || !less(*d, lo->d)) lo = Signed{*d, true};
     }
-    if (auto x = get("exclusiveMaximum")) {
-      if (!hi || x->value <= hi->value) hi = Bound{x->value, true};
+    if (auto d = get("exclusiveMaximum")) {
+      if (!hi || !less(hi->d, *d)) hi = Signed{*d, true};
     }
+    auto positive = [](const Signed& x) { return !x.d.negative && !(x.d.ipart == 0 && x.d.frac.empty()); };
+    auto magnitude_of = [](const Signed& x) { return Bound{x.d.ipart, x.d.frac, x.exclusive}; };
     std::vector<ExprId> options;
-    // x >= 0 as its magnitude m with the same bounds (a negative lower bound is no bound).
-    std::optional<Bound> m_lo = lo && lo->value >= 0 ? lo : std::nullopt;
-    if (!hi || hi->value > 0 || (hi->value == 0 && !hi->exclusive)) options.push_back(magnitude(m_lo, hi));
+    // x >= 0 as its magnitude (a negative lower bound is no bound there).
+    if (!hi || positive(*hi) || (!hi->d.negative && !hi->exclusive)) {
+      std::optional<Bound> m_lo, m_hi;
+      if (lo && !lo->d.negative) m_lo = magnitude_of(*lo);
+      if (hi) m_hi = magnitude_of(*hi);
+      options.push_back(magnitude(m_lo, m_hi));
+    }
     // x < 0 as -m with m > 0: m's lower bound from the upper bound, its upper bound from the lower bound.
-    if (!lo || lo->value < 0) {
-      std::optional<Bound> n_lo = Bound{0, true};
-      if (hi && -hi->value > 0) n_lo = Bound{-hi->value, hi->exclusive};
-      std::optional<Bound> n_hi;
-      if (lo) n_hi = Bound{-lo->value, lo->exclusive};
-      options.push_back(b_.seq({b_.byte('-'), magnitude(n_lo, n_hi)}));
+    if (!lo || lo->d.negative) {
+      std::optional<Bound> m_lo = Bound{0, "", true}, m_hi;
+      if (hi && hi->d.negative) m_lo = magnitude_of(*hi);
+      if (lo) m_hi = magnitude_of(*lo);
+      options.push_back(b_.seq({b_.byte('-'), magnitude(m_lo, m_hi)}));
     }
     return b_.alt(std::move(options));
   }
 
-  // Non-negative decimals I(.F)? within integer bounds.
+  // Fraction digits F (after the point) with 0.F >= 0.D (> when strict), from digit i of D on.
+  ExprId frac_ge(const std::string& d, size_t i, bool strict) {
+    ExprId digits = b_.repeat(b_.bytes({{'0', '9'}}), 0, kUnbounded);
+    if (i == d.size()) return strict ? b_.seq({digits, b_.bytes({{'1', '9'}}), digits}) : digits;
+    const auto c = static_cast<uint8_t>(d[i]);
+    return b_.alt({b_.seq({b_.bytes({{static_cast<uint8_t>(c + 1), '9'}}), digits}),
+                   b_.seq({b_.byte(c), frac_ge(d, i + 1, strict)})});
+  }
+  // Fraction digits F with 0.F <= 0.D (< when strict), from digit i of D on (D has no trailing zeros).
+  ExprId frac_le(const std::string& d, size_t i, bool strict) {
+    ExprId digits = b_.repeat(b_.bytes({{'0', '9'}}), 0, kUnbounded);
+    if (i == d.size()) return strict ? b_.nothing() : b_.repeat(b_.byte('0'), 0, kUnbounded);
+    const auto c = static_cast<uint8_t>(d[i]);
+    std::vector<ExprId> options;
+    if (i > 0) options.push_back(b_.empty());  // 0 < 0.D[i..]
+    if (c > '0') options.push_back(b_.seq({b_.bytes({{'0', static_cast<uint8_t>(c - 1)}}), digits}));
+    options.push_back(b_.seq({b_.byte(c), frac_le(d, i + 1, strict)}));
+    return b_.alt(std::move(options));
+  }
+
+  // The optional fraction part (".digits") of a number whose integer part equals the lower and/or upper
+  // bound's.
+  ExprId fraction(const std::optional<Bound>& lo, const std::optional<Bound>& hi) {
+    ExprId dot = b_.byte('.');
+    std::vector<ExprId> parts;
+    if (lo) {
+      // Without a fraction the value is the integer part: allowed when the bound's fraction is 0, inclusive.
+      ExprId absent = lo->frac.empty() && !lo->exclusive ? b_.empty() : b_.nothing();
+      parts.push_back(b_.alt({absent, b_.seq({dot, nonempty(frac_ge(lo->frac, 0, lo->exclusive))})}));
+    }
+    if (hi) {
+      ExprId absent = hi->frac.empty() && hi->exclusive ? b_.nothing() : b_.empty();
+      parts.push_back(b_.alt({absent, b_.seq({dot, nonempty(frac_le(hi->frac, 0, hi->exclusive))})}));
+    }
+    if (parts.empty()) return b_.optional(b_.seq({dot, b_.repeat(b_.bytes({{'0', '9'}}), 1, kUnbounded)}));
+    if (parts.size() == 1) return parts[0];
+    return product_dfa(b_, {{parts[0], true}, {parts[1], true}},
+                       [&](const std::vector<bool>&) { return b_.empty(); });
+  }
+
+  // `e` without the empty string: intersected with one digit or more.
+  ExprId nonempty(ExprId e) {
+    return product_dfa(b_, {{e, true}, {b_.repeat(b_.bytes({{'0', '9'}}), 1, kUnbounded), true}},
+                       [&](const std::vector<bool>&) { return b_.empty(); });
+  }
+
+  // Non-negative decimals I(.F)? within decimal bounds.
   ExprId magnitude(std::optional<Bound> lo, std::optional<Bound> hi) {
     IntRanges ir(b_);
-    ExprId digits = b_.repeat(ir.digit(), 1, kUnbounded);
-    ExprId frac_any = b_.optional(b_.seq({b_.byte('.'), digits}));
-    ExprId frac_zero = b_.optional(b_.seq({b_.byte('.'), b_.repeat(b_.byte('0'), 1, kUnbounded)}));
-    ExprId frac_nonzero = b_.seq({b_.byte('.'), b_.repeat(ir.digit(), 0, kUnbounded), b_.bytes({{'1', '9'}}),
-                                  b_.repeat(ir.digit(), 0, kUnbounded)});
-    enum Frac { kNone, kZero, kNonzero, kAny };
-    auto meet = [](Frac a, Frac b) {
-      if (a == kAny) return b;
-      if (b == kAny) return a;
-      return a == b ? a : kNone;
-    };
-    auto frac_for = [&](int64_t i) {
-      Frac f = kAny;
-      if (lo) f = meet(f, i > lo->value ? kAny : i == lo->value ? (lo->exclusive ? kNonzero : kAny) : kNone);
-      if (hi) f = meet(f, i < hi->value ? kAny : i == hi->value ? (hi->exclusive ? kNone : kZero) : kNone);
-      return f;
-    };
-    auto with = [&](ExprId ip, Frac f) {
-      switch (f) {
-        case kAny:
-          return b_.seq({ip, frac_any});
-        case kZero:
-          return b_.seq({ip, frac_zero});
-        case kNonzero:
-          return b_.seq({ip, frac_nonzero});
-        case kNone:
-          break;
-      }
-      return b_.nothing();
-    };
+    ExprId frac_any = b_.optional(b_.seq({b_.byte('.'), b_.repeat(ir.digit(), 1, kUnbounded)}));
     std::vector<ExprId> options;
-    const uint64_t a = lo ? static_cast<uint64_t>(lo->value) : 0;
-    std::set<int64_t> special;
-    if (lo) special.insert(lo->value);
-    if (hi && hi->value >= 0) special.insert(hi->value);
-    for (int64_t v : special) {
-      if (v >= 0)
-        options.push_back(with(ir.nonneg(static_cast<uint64_t>(v), static_cast<uint64_t>(v)), frac_for(v)));
+    std::set<uint64_t> special;
+    if (lo) special.insert(lo->ipart);
+    if (hi) special.insert(hi->ipart);
+    for (uint64_t v : special) {
+      if (lo && v < lo->ipart) continue;
+      if (hi && v > hi->ipart) continue;
+      const std::optional<Bound> l = lo && v == lo->ipart ? lo : std::nullopt;
+      const std::optional<Bound> h = hi && v == hi->ipart ? hi : std::nullopt;
+      options.push_back(b_.seq({ir.nonneg(v, v), fraction(l, h)}));
     }
-    // The integers strictly between the bounds take any fraction.
-    const uint64_t from = lo ? a + 1 : 0;
+    // The integer parts strictly between the bounds take any fraction.
+    const uint64_t from = lo ? lo->ipart + 1 : 0;
     if (!hi) {
-      options.push_back(with(ir.nonneg(from, std::nullopt), kAny));
-    } else if (hi->value >= 1 && from <= static_cast<uint64_t>(hi->value - 1)) {
-      options.push_back(with(ir.nonneg(from, static_cast<uint64_t>(hi->value - 1)), kAny));
+      options.push_back(b_.seq({ir.nonneg(from, std::nullopt), frac_any}));
+    } else if (hi->ipart >= 1 && from <= hi->ipart - 1) {
+      options.push_back(b_.seq({ir.nonneg(from, hi->ipart - 1), frac_any}));
     }
     return b_.alt(std::move(options));
   }
@@ -888,67 +1034,222 @@ class SchemaCompiler {
     return b_.seq({b_.byte('"'), node(all, 0)});
   }
 
+  // The parts of a product over a property name's raw text that enforce a propertyNames schema.
+  void name_parts(const Json& schema, const std::string& path, std::vector<ProductPart>& parts) {
+    if (schema.is_boolean()) {
+      if (!schema.get<bool>()) parts.push_back({b_.nothing(), true});
+      return;
+    }
+    const Json s = flatten(schema, path, 0);
+    for (auto& [k, v] : s.items()) {
+      if (k == "pattern") {
+        parts.push_back({compile_regex(b_, v.get<std::string>(), {false, true}), true});
+      } else if (k == "format") {
+        if (const char* re = format_regex(v.get<std::string>()))
+          parts.push_back({compile_regex(b_, re), true});
+      } else if (k == "minLength" || k == "maxLength") {
+        const int lo = s.contains("minLength") ? count(s["minLength"], path, "minLength") : 0;
+        const int hi = s.contains("maxLength") ? count(s["maxLength"], path, "maxLength") : kUnbounded;
+        if (k == "minLength" || !s.contains("minLength"))
+          parts.push_back({b_.repeat(raw_char(), lo, hi), true});
+      } else if (k == "enum" || k == "const") {
+        const Json values = k == "const" ? Json::array({v}) : v;
+        std::vector<ExprId> names;
+        for (const auto& x : values) {
+          if (x.is_string()) names.push_back(b_.literal(x.get<std::string>()));
+        }
+        parts.push_back({b_.alt(std::move(names)), true});
+      } else if (k == "type") {
+        const auto types = type_list(s, path);
+        if (std::find(types.begin(), types.end(), "string") == types.end())
+          parts.push_back({b_.nothing(), true});
+      } else if (assertion_keywords().count(k) || unsupported_keywords().count(k)) {
+        fail(path, "propertyNames with '" + k + "' is not supported");
+      }
+    }
+  }
+
+  // Additional members when patternProperties or propertyNames constrain names: a key's raw text runs
+  // through the automata of the declared names, every pattern and propertyNames together; at the closing
+  // quote the patterns it matched pick the value's schema (all of them merged), or additionalProperties.
+  ExprId keyed_member(const Json& s, const std::vector<std::string>& declared,
+                      const std::vector<std::pair<std::string, const Json*>>& patterns,
+                      const Json& additional, const std::string& path) {
+    std::vector<ProductPart> parts;
+    parts.push_back({b_.repeat(raw_char(), 0, kUnbounded), true});
+    std::vector<ExprId> names;
+    for (const auto& n : declared) names.push_back(b_.literal(n));
+    parts.push_back({b_.alt(std::move(names)), false});
+    for (const auto& [pattern, sub] : patterns)
+      parts.push_back({compile_regex(b_, pattern, {false, true}), false});
+    if (s.contains("propertyNames")) name_parts(s["propertyNames"], path + "/propertyNames", parts);
+    const bool additional_allowed = !(additional.is_boolean() && !additional.get<bool>());
+    ExprId body = product_dfa(b_, parts, [&](const std::vector<bool>& matched) {
+      if (matched[1]) return b_.nothing();  // a declared name: only in its place
+      std::vector<size_t> hits;
+      for (size_t i = 0; i < patterns.size(); ++i) {
+        if (matched[2 + i]) hits.push_back(i);
+      }
+      ExprId v;
+      if (hits.empty()) {
+        if (!additional_allowed) return b_.nothing();
+        v = value(additional, path + "/additionalProperties");
+      } else if (hits.size() == 1) {
+        v = value(*patterns[hits[0]].second, path + "/patternProperties/" + patterns[hits[0]].first);
+      } else {
+        // Names matching several patterns meet all their schemas; where those cannot be merged (or no
+        // value meets them all) such names are left out: fewer instances, never an invalid one.
+        Json merged;
+        try {
+          merged = flatten(*patterns[hits[0]].second, path, 1);
+          for (size_t i = 1; i < hits.size(); ++i) {
+            merged =
+                merge(merged, flatten(*patterns[hits[i]].second, path, 1), path + "/patternProperties", 1);
+          }
+        } catch (const Error&) {
+          return b_.nothing();
+        }
+        v = value(keep(std::move(merged)), path + "/patternProperties");
+      }
+      return b_.seq({b_.byte('"'), colon(), v});
+    });
+    return b_.seq({b_.byte('"'), body});
+  }
+
   ExprId object_of(const Json& s, const std::string& path) {
+    static const Json kTrue = true;
     std::vector<std::pair<std::string, const Json*>> props;
     if (s.contains("properties")) {
       if (!s["properties"].is_object()) fail(path, "properties must be an object");
       for (auto& [k, v] : s["properties"].items()) props.emplace_back(k, &v);
     }
     std::set<std::string> required;
+    std::vector<std::string> required_order;
     if (s.contains("required")) {
       if (!s["required"].is_array()) fail(path, "required must be an array");
       for (const auto& r : s["required"]) {
         if (!r.is_string()) fail(path, "required members must be strings");
-        required.insert(r.get<std::string>());
+        if (required.insert(r.get<std::string>()).second) required_order.push_back(r.get<std::string>());
       }
     }
-    for (const auto& r : required) {
+    for (const auto& r : required_order) {
       bool found = false;
       for (const auto& p : props) found = found || p.first == r;
-      if (!found) {
-        static const Json kTrue = true;
-        props.emplace_back(r, &kTrue);  // required but undeclared: any value under that name
+      if (!found) props.emplace_back(r, &kTrue);  // required but undeclared: any value under that name
+    }
+    std::vector<std::pair<std::string, const Json*>> patterns;
+    if (s.contains("patternProperties")) {
+      if (!s["patternProperties"].is_object()) fail(path, "patternProperties must be an object");
+      for (auto& [k, v] : s["patternProperties"].items()) patterns.emplace_back(k, &v);
+    }
+    std::set<std::string> absent;
+    if (s.contains(kAbsent)) {
+      for (const auto& a : s[kAbsent]) absent.insert(a.get<std::string>());
+    }
+    // Names never written as additional members: the declared ones (in their place only) and absent ones.
+    std::vector<std::string> declared(absent.begin(), absent.end());
+    for (const auto& p : props) declared.push_back(p.first);
+    // Declared properties: dropped when absent or refused by propertyNames; patternProperties apply too.
+    std::vector<std::pair<std::string, const Json*>> kept;
+    for (auto p : props) {
+      bool allowed = !absent.count(p.first);
+      try {
+        if (allowed && s.contains("propertyNames"))
+          allowed = json_valid(Json(p.first), s["propertyNames"], root_);
+        std::vector<const Json*> also;
+        for (const auto& [pattern, sub] : patterns) {
+          if (pattern_matches(pattern, p.first)) also.push_back(sub);
+        }
+        if (allowed && !also.empty()) {
+          Json merged = flatten(*p.second, path, 1);
+          for (const Json* a : also)
+            merged = merge(merged, flatten(*a, path, 1), path + "/patternProperties", 1);
+          p.second = &keep(std::move(merged));
+        }
+      } catch (const Error& e) {
+        fail(path, e.what());
+      }
+      if (allowed) {
+        kept.push_back(p);
+      } else if (required.count(p.first)) {
+        return b_.nothing();
       }
     }
-    const Json* additional = nullptr;
-    static const Json kTrue = true;
-    additional = s.contains("additionalProperties") ? &s["additionalProperties"] : &kTrue;
-    const bool additional_allowed = !(additional->is_boolean() && !additional->get<bool>());
+    props = std::move(kept);
+    const Json* additional = s.contains("additionalProperties") ? &s["additionalProperties"] : &kTrue;
     ExprId add_kv = b_.nothing();
-    if (additional_allowed) {
-      std::vector<std::string> names;
-      for (const auto& p : props) names.push_back(p.first);
-      add_kv = b_.seq({string_except(names), colon(), value(*additional, path + "/additionalProperties")});
+    if (!patterns.empty() || s.contains("propertyNames")) {
+      try {
+        add_kv = keyed_member(s, declared, patterns, *additional, path);
+      } catch (const Error& e) {
+        fail(path, std::string("patternProperties/propertyNames: ") + e.what());
+      }
+    } else if (!(additional->is_boolean() && !additional->get<bool>())) {
+      add_kv = b_.seq({string_except(declared), colon(), value(*additional, path + "/additionalProperties")});
     }
+    const bool additional_allowed = add_kv != b_.nothing();
+    if (additional_allowed) {
+      const int r = b_.new_rule(path + "/additional");
+      b_.define(r, add_kv);
+      add_kv = b_.call(r);
+    }
+    int min_p = 0, max_p = -1;
+    if (s.contains("minProperties")) min_p = count(s["minProperties"], path, "minProperties");
+    if (s.contains("maxProperties")) max_p = count(s["maxProperties"], path, "maxProperties");
+    if (max_p >= 0 && min_p > max_p) return b_.nothing();
     const size_t n = props.size();
-    // first[i] / rest[i]: members from property i on, with none / some already written.
-    std::vector<int> first(n + 1), rest(n + 1);
+    // Members counted up to `cap` (counts above it are alike): first[i][c] / rest[i][c]: members from
+    // property i on, with none / c already written.
+    const int cap = max_p >= 0 ? max_p : min_p;
+    if ((n + 1) * static_cast<size_t>(cap + 1) > 20000)
+      fail(path, "minProperties/maxProperties too large for this many properties");
+    auto at = [&](size_t i, int c) { return i * static_cast<size_t>(cap + 1) + static_cast<size_t>(c); };
+    std::vector<int> first((n + 1) * static_cast<size_t>(cap + 1)), rest(first.size());
     for (size_t i = 0; i <= n; ++i) {
-      first[i] = b_.new_rule(path + "/members" + std::to_string(i));
-      rest[i] = b_.new_rule(path + "/more" + std::to_string(i));
+      for (int c = 0; c <= cap; ++c) {
+        const std::string suffix = std::to_string(i) + (cap ? "/" + std::to_string(c) : "");
+        first[at(i, c)] = b_.new_rule(path + "/members" + suffix);
+        rest[at(i, c)] = b_.new_rule(path + "/more" + suffix);
+      }
     }
-    if (additional_allowed) {
-      ExprId more = b_.repeat(b_.seq({sep(), add_kv}), 0, kUnbounded);
-      b_.define(first[n], b_.optional(b_.seq({add_kv, more, ws_})));
-      b_.define(rest[n], b_.seq({more, ws_}));
-    } else {
-      b_.define(first[n], b_.empty());
-      b_.define(rest[n], ws_);
+    for (int c = 0; c <= cap; ++c) {
+      const int need = std::max(0, min_p - c);
+      const int room = max_p >= 0 ? max_p - c : kUnbounded;
+      if (additional_allowed) {
+        auto more = [&](int lo, int hi) { return b_.repeat(b_.seq({sep(), add_kv}), lo, hi); };
+        ExprId some =
+            room == 0
+                ? b_.nothing()
+                : b_.seq(
+                      {add_kv, more(std::max(0, need - 1), room == kUnbounded ? kUnbounded : room - 1), ws_});
+        b_.define(first[at(n, c)], need == 0 ? b_.optional(some) : some);
+        b_.define(rest[at(n, c)], b_.seq({more(need, room), ws_}));
+      } else {
+        b_.define(first[at(n, c)], need == 0 ? b_.empty() : b_.nothing());
+        b_.define(rest[at(n, c)], need == 0 ? ws_ : b_.nothing());
+      }
     }
     for (size_t i = n; i-- > 0;) {
       const std::string p = path + "/properties/" + props[i].first;
       ExprId kv = b_.seq({string_literal(props[i].first), colon(), value(*props[i].second, p)});
       const bool optional = !required.count(props[i].first);
-      std::vector<ExprId> f{b_.seq({kv, b_.call(rest[i + 1])})};
-      std::vector<ExprId> r{b_.seq({sep(), kv, b_.call(rest[i + 1])})};
-      if (optional) {
-        f.push_back(b_.call(first[i + 1]));
-        r.push_back(b_.call(rest[i + 1]));
+      for (int c = 0; c <= cap; ++c) {
+        const bool over = max_p >= 0 && c + 1 > max_p;
+        const int c1 = std::min(c + 1, cap);
+        std::vector<ExprId> f, r;
+        if (!over) {
+          f.push_back(b_.seq({kv, b_.call(rest[at(i + 1, c1)])}));
+          r.push_back(b_.seq({sep(), kv, b_.call(rest[at(i + 1, c1)])}));
+        }
+        if (optional) {
+          f.push_back(b_.call(first[at(i + 1, c)]));
+          r.push_back(b_.call(rest[at(i + 1, c)]));
+        }
+        b_.define(first[at(i, c)], b_.alt(std::move(f)));
+        b_.define(rest[at(i, c)], b_.alt(std::move(r)));
       }
-      b_.define(first[i], b_.alt(std::move(f)));
-      b_.define(rest[i], b_.alt(std::move(r)));
     }
-    return b_.seq({b_.byte('{'), ws_, b_.call(first[0]), b_.byte('}')});
+    return b_.seq({b_.byte('{'), ws_, b_.call(first[at(0, 0)]), b_.byte('}')});
   }
 
   const Json& root_;

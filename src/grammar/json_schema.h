@@ -1,11 +1,15 @@
 // JSON Schema -> grammar. Supported: type (one or a list, null included), properties / required /
-// additionalProperties (bool or schema), items / prefixItems (and draft-4 tuple items / additionalItems),
-// minItems / maxItems, enum / const, anyOf / oneOf (as alternatives), allOf (merged), $ref to #, #/$defs/...,
-// #/definitions/... or any JSON pointer in the document (recursion included), string minLength / maxLength /
-// pattern / format (date-time, date, time, email, uuid, uri, ipv4, ipv6, hostname; other formats are
-// annotations), integer bounds and integer-valued number bounds (inclusive and exclusive, draft 4 and
-// later forms). Properties come in the schema's order, optional ones may be skipped, additional ones come
-// after the declared ones. Whitespace goes where JSON allows it, in runs of a bounded length.
+// additionalProperties (bool or schema), patternProperties and propertyNames (a name's automata run
+// together: the patterns it matches pick its value's schema), minProperties / maxProperties, items /
+// prefixItems (and draft-4 tuple items / additionalItems), minItems / maxItems, enum / const (every sibling
+// keyword checked on the listed values), anyOf / oneOf (as alternatives), allOf (merged), not where exact
+// (not {}, {not}, {type}, {enum / const} of strings, booleans and null, {required: [one name]}), $ref to #,
+// #/$defs/..., #/definitions/... or any JSON pointer in the document (recursion included), string
+// minLength / maxLength / pattern / format (date-time, date, time, email, uuid, uri, ipv4, ipv6, hostname;
+// other formats are annotations; several of them on one string are intersected), integer and number
+// bounds (decimal, inclusive and exclusive, draft 4 and later forms). Properties come in the
+// schema's order, optional ones may be skipped, additional ones come after the declared ones. Whitespace
+// goes where JSON allows it, in runs of a bounded length.
 //
 // A keyword that would change which instances are valid and that the grammar cannot enforce is a compile
 // error naming it (spark::Error), never silently dropped. Annotations (title, description, examples,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 
 #include "spark/error.h"
 
@@ -128,68 +129,6 @@ struct Stepper {
   }
 };
 
-// Walks the vocabulary trie below a node with a head set, setting the bits of the tokens the heads accept.
-// In opaque mode, records the topmost trie nodes where a return from the bottom frame happened.
-struct TrieWalker {
-  const Grammar& g;
-  const TokenVocab& v;
-  std::vector<Frame>& frames;
-  std::vector<Head> pool;
-  std::vector<uint64_t>& bits;
-  std::vector<uint32_t>* cd_nodes = nullptr;  // opaque mode when set
-
-  void walk(uint32_t node, size_t begin, size_t end, bool under_cd) {
-    const auto& nodes = v.nodes();
-    const auto& children = v.children();
-    for (uint32_t e = nodes[node].edges_begin; e < nodes[node].edges_end; ++e) {
-      const uint32_t c = children[e];
-      const uint8_t byte = nodes[c].byte;
-      const size_t frames_save = frames.size();
-      const size_t out_begin = pool.size();
-      if (end - begin == 1) {
-        // Fast path (most of a walk inside strings and numbers): one head whose next state only consumes.
-        const Head h = pool[begin];
-        const int64_t t = g.next(h.state, byte);
-        if (t < 0) continue;
-        const Grammar::State& ts = g.states[static_cast<size_t>(t)];
-        if (ts.closure_end - ts.closure_begin == 1 && g.closure[ts.closure_begin] == t && !ts.final &&
-            ts.call_rule < 0) {
-          pool.push_back({static_cast<uint32_t>(t), h.frame});
-          for (uint32_t k = nodes[c].tokens_begin; k < nodes[c].tokens_end; ++k) {
-            const auto id = static_cast<uint32_t>(v.tokens()[k]);
-            bits[id >> 6] |= uint64_t{1} << (id & 63);
-          }
-          walk(c, out_begin, out_begin + 1, under_cd);
-          pool.resize(out_begin);
-          continue;
-        }
-      }
-      Stepper st{g, frames, pool, out_begin, frames_save, cd_nodes != nullptr};
-      for (size_t i = begin; i < end; ++i) {
-        const Head h = pool[i];
-        const int64_t t = g.next(h.state, byte);
-        if (t >= 0) st.expand(static_cast<uint32_t>(t), h.frame, 0);
-      }
-      bool cd_here = under_cd;
-      if (st.popped && !under_cd) {
-        cd_nodes->push_back(c);
-        cd_here = true;
-      }
-      const size_t out_end = pool.size();
-      // A token ending here is allowed when a head survives or the whole grammar just ended.
-      if (out_end > out_begin || st.accept) {
-        for (uint32_t k = nodes[c].tokens_begin; k < nodes[c].tokens_end; ++k) {
-          const auto id = static_cast<uint32_t>(v.tokens()[k]);
-          bits[id >> 6] |= uint64_t{1} << (id & 63);
-        }
-      }
-      if (out_end > out_begin) walk(c, out_begin, out_end, cd_here);
-      pool.resize(out_begin);
-      frames.resize(frames_save);
-    }
-  }
-};
-
 // Frames reachable from the heads, renumbered in order (a parent always precedes its children).
 void collect_frames(std::vector<Head>& heads, std::vector<Frame>& frames) {
   std::vector<uint32_t> remap(frames.size(), UINT32_MAX);
@@ -209,19 +148,249 @@ void collect_frames(std::vector<Head>& heads, std::vector<Frame>& frames) {
 
 }  // namespace
 
+// Head sets ("configurations": states with their stacks) interned as lazy DFA states, with their byte
+// transitions computed once: a trie walk then costs a table lookup per node, not a closure expansion.
+struct CompiledGrammar::Walks {
+  uint8_t class_of[256];  // bytes no edge tells apart share a class
+  uint8_t rep[256];       // a byte of each class
+  size_t classes = 0;
+  std::unordered_map<std::string, uint32_t> ids;
+  std::vector<std::string> keys;
+  // Per configuration and class: ((next configuration + 1, 0 when no head survives) << 1) | (the bottom
+  // frame's rule ended), or -1 when not computed yet.
+  std::vector<int32_t> trans;
+  std::vector<Head> heads, out;
+  std::vector<Frame> frames;
+
+  // A configuration's key: per head (sorted) its state, its stack depth and its return states, top first.
+  static std::string encode(const std::vector<Head>& hs, const std::vector<Frame>& fs) {
+    std::vector<std::vector<uint32_t>> each;
+    for (const Head& h : hs) {
+      std::vector<uint32_t> v{h.state, 0};
+      for (uint32_t f = h.frame; f != 0; f = fs[f].parent) v.push_back(fs[f].ret);
+      v[1] = static_cast<uint32_t>(v.size() - 2);
+      each.push_back(std::move(v));
+    }
+    std::sort(each.begin(), each.end());
+    each.erase(std::unique(each.begin(), each.end()), each.end());
+    std::string key;
+    for (const auto& v : each)
+      key.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(uint32_t));
+    return key;
+  }
+
+  void decode(const std::string& key) {
+    heads.clear();
+    frames.assign(1, {0, 0});
+    std::vector<uint32_t> v(key.size() / sizeof(uint32_t));
+    std::memcpy(v.data(), key.data(), key.size());
+    for (size_t i = 0; i < v.size();) {
+      const uint32_t state = v[i], depth = v[i + 1];
+      uint32_t f = 0;
+      for (uint32_t k = depth; k-- > 0;) {
+        frames.push_back({v[i + 2 + k], f});
+        f = static_cast<uint32_t>(frames.size() - 1);
+      }
+      heads.push_back({state, f});
+      i += 2 + depth;
+    }
+  }
+
+  uint32_t intern(std::string key) {
+    auto it = ids.find(key);
+    if (it != ids.end()) return it->second;
+    const auto id = static_cast<uint32_t>(keys.size());
+    ids.emplace(key, id);
+    keys.push_back(std::move(key));
+    trans.resize(trans.size() + classes, -1);
+    return id;
+  }
+
+  int32_t step(const Grammar& g, uint32_t cfg, uint8_t byte) {
+    const size_t cls = class_of[byte];
+    if (trans[cfg * classes + cls] >= 0) return trans[cfg * classes + cls];
+    decode(keys[cfg]);
+    out.clear();
+    Stepper st{g, frames, out, 0, frames.size(), true};
+    for (const Head& h : heads) {
+      const int64_t t = g.next(h.state, rep[cls]);
+      if (t >= 0) st.expand(static_cast<uint32_t>(t), h.frame, 0);
+    }
+    const uint32_t next = out.empty() ? 0 : intern(encode(out, frames)) + 1;
+    const auto v = static_cast<int32_t>((next << 1) | (st.popped ? 1u : 0u));
+    trans[cfg * classes + cls] = v;
+    return v;
+  }
+
+  void clear() {
+    ids.clear();
+    keys.clear();
+    trans.clear();
+  }
+};
+
+namespace {
+
+// Walks the vocabulary trie below a node from a configuration, setting the bits of the tokens allowed. With
+// cd_nodes (a walk for a state's context-independent mask, the bottom frame standing for an unknown stack)
+// a token is allowed when a head survives it, and the topmost nodes where the bottom rule ended are
+// recorded; otherwise (the real stack) the bottom rule ending means the grammar ended: allowed too.
+struct TrieWalker {
+  const Grammar& g;
+  const TokenVocab& v;
+  CompiledGrammar::Walks& w;
+  std::vector<uint64_t>& bits;
+  std::vector<uint32_t>* cd_nodes;
+
+  void set_tokens(uint32_t node) {
+    const auto& n = v.nodes()[node];
+    for (uint32_t k = n.tokens_begin; k < n.tokens_end; ++k) {
+      const auto id = static_cast<uint32_t>(v.tokens()[k]);
+      bits[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+  }
+
+  void walk(uint32_t node, uint32_t cfg, bool under_cd) {
+    const auto& nodes = v.nodes();
+    const auto& children = v.children();
+    for (uint32_t e = nodes[node].edges_begin; e < nodes[node].edges_end; ++e) {
+      const uint32_t c = children[e];
+      const int32_t t = w.step(g, cfg, nodes[c].byte);
+      const auto next = static_cast<uint32_t>(t) >> 1;
+      const bool bottom = (t & 1) != 0;
+      bool cd_here = under_cd;
+      if (cd_nodes) {
+        if (bottom && !under_cd) {
+          cd_nodes->push_back(c);
+          cd_here = true;
+        }
+        if (next) set_tokens(c);
+      } else if (next || bottom) {
+        set_tokens(c);
+      }
+      if (next) walk(c, next - 1, cd_here);
+    }
+  }
+};
+
+}  // namespace
+
 CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocab> vocab)
-    : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {}
+    : grammar_(std::move(grammar)), vocab_(std::move(vocab)), walks_(std::make_unique<Walks>()) {
+  bool cut[257] = {};
+  cut[0] = cut[256] = true;
+  for (const Grammar::Edge& e : grammar_.edges) cut[e.lo] = cut[e.hi + 1] = true;
+  for (int b = 0; b < 256; ++b) {
+    if (cut[b]) walks_->rep[walks_->classes++] = static_cast<uint8_t>(b);
+    walks_->class_of[b] = static_cast<uint8_t>(walks_->classes - 1);
+  }
+}
+
+CompiledGrammar::~CompiledGrammar() = default;
+
+std::shared_ptr<const StateMask> TokenVocab::shared_mask(const std::string& signature) const {
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  auto it = shared_.find(signature);
+  return it == shared_.end() ? nullptr : it->second;
+}
+
+void TokenVocab::share_mask(const std::string& signature, std::shared_ptr<const StateMask> mask) const {
+  constexpr size_t kMaxShared = 2048;  // 16 KiB each on a 131k vocabulary
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  if (shared_.size() < kMaxShared) shared_.emplace(signature, std::move(mask));
+}
+
+namespace {
+
+// What a state's context-independent mask depends on: the automaton reachable from it (byte edges,
+// closures, calls into other rules, rule ends), numbered in discovery order, so equal structures in
+// different rules or grammars give equal strings. Empty when more than a few hundred states are reachable
+// (a state deep inside a large object: its mask is cheap and specific anyway).
+std::string mask_signature(const Grammar& g, uint32_t state) {
+  constexpr size_t kMaxStates = 512;
+  std::unordered_map<uint32_t, uint32_t> id;
+  std::vector<uint32_t> order;
+  auto canon = [&](uint32_t s) {
+    auto [it, fresh] = id.emplace(s, static_cast<uint32_t>(order.size()));
+    if (fresh) order.push_back(s);
+    return it->second;
+  };
+  canon(state);
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order.size() > kMaxStates) return {};
+    const Grammar::State& st = g.states[order[i]];
+    out.push_back(UINT32_MAX);
+    out.push_back((st.final ? 1u : 0u) | (st.tail_call ? 2u : 0u) | (st.call_rule >= 0 ? 4u : 0u));
+    if (st.call_rule >= 0) {
+      out.push_back(canon(g.rule_start[static_cast<size_t>(st.call_rule)]));
+      out.push_back(canon(st.call_next));
+    }
+    for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) {
+      out.push_back(g.edges[e].lo | (static_cast<uint32_t>(g.edges[e].hi) << 8));
+      out.push_back(canon(g.edges[e].to));
+    }
+    out.push_back(UINT32_MAX - 1);
+    for (uint32_t k = st.closure_begin; k < st.closure_end; ++k) out.push_back(canon(g.closure[k]));
+  }
+  return std::string(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(uint32_t));
+}
+
+}  // namespace
+
+const CompiledGrammar::StateMask& CompiledGrammar::state_mask_locked(uint32_t state) const {
+  auto it = masks_.find(state);
+  if (it != masks_.end()) return *it->second;
+  const std::string signature = mask_signature(grammar_, state);
+  if (!signature.empty()) {
+    if (auto shared = vocab_->shared_mask(signature))
+      return *masks_.emplace(state, std::move(shared)).first->second;
+  }
+  auto m = std::make_shared<StateMask>();
+  m->bits.assign((vocab_->size() + 63) / 64, 0);
+  const std::vector<Frame> bottom{{0, 0}};
+  const uint32_t cfg = walks_->intern(Walks::encode({{state, 0}}, bottom));
+  TrieWalker w{grammar_, *vocab_, *walks_, m->bits, &m->cd_nodes};
+  w.walk(0, cfg, false);
+  if (!signature.empty()) vocab_->share_mask(signature, m);
+  return *masks_.emplace(state, std::move(m)).first->second;
+}
 
 const CompiledGrammar::StateMask& CompiledGrammar::state_mask(uint32_t state) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = masks_.find(state);
-  if (it != masks_.end()) return *it->second;
-  auto m = std::make_unique<StateMask>();
-  m->bits.assign((vocab_->size() + 63) / 64, 0);
-  std::vector<Frame> frames{{0, 0}};
-  TrieWalker w{grammar_, *vocab_, frames, {{state, 0}}, m->bits, &m->cd_nodes};
-  w.walk(0, 0, 1, false);
-  return *masks_.emplace(state, std::move(m)).first->second;
+  return state_mask_locked(state);
+}
+
+void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Frame>& frames,
+                           std::vector<uint64_t>& bits) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  constexpr size_t kMaxConfigurations = 200000;  // bounds the cache when stacks keep growing
+  if (walks_->keys.size() > kMaxConfigurations) walks_->clear();
+  const TokenVocab& v = *vocab_;
+  std::vector<uint8_t> path;
+  for (const Head& h : heads) {
+    const StateMask& sm = state_mask_locked(h.state);
+    for (size_t w = 0; w < bits.size(); ++w) bits[w] |= sm.bits[w];
+    if (sm.cd_nodes.empty()) continue;
+    // Where the state's rule returns, the real stack decides: replay the bytes down to the node, then walk
+    // its subtree.
+    const uint32_t start = walks_->intern(Walks::encode({h}, frames));
+    TrieWalker walker{grammar_, v, *walks_, bits, nullptr};
+    for (uint32_t c : sm.cd_nodes) {
+      path.clear();
+      for (uint32_t n = c; n != 0; n = v.nodes()[n].parent) path.push_back(v.nodes()[n].byte);
+      uint32_t cfg = start;
+      int32_t t = 0;
+      for (size_t i = path.size(); i-- > 0;) {
+        t = walks_->step(grammar_, cfg, path[i]);
+        if ((t >> 1) == 0) break;
+        cfg = static_cast<uint32_t>(t >> 1) - 1;
+      }
+      const bool alive = (t >> 1) != 0;
+      if (alive || (t & 1)) walker.set_tokens(c);
+      if (alive) walker.walk(c, cfg, false);
+    }
+  }
 }
 
 const std::vector<uint32_t>& CompiledGrammar::distances() const {
@@ -240,7 +409,7 @@ const std::vector<uint32_t>& CompiledGrammar::distances() const {
         const uint32_t c = g.closure[k];
         const Grammar::State& cs = g.states[c];
         if (cs.final) best = 0;
-        if (cs.edges_end > cs.edges_begin) best = std::min(best, 1 + d[g.edges[cs.edges_begin].to]);
+        for (uint32_t e = cs.edges_begin; e < cs.edges_end; ++e) best = std::min(best, 1 + d[g.edges[e].to]);
         if (cs.call_rule >= 0) {
           best = std::min(best, d[g.rule_start[static_cast<size_t>(cs.call_rule)]] + d[cs.call_next]);
         }
@@ -319,40 +488,7 @@ size_t GrammarMatcher::fill_mask(std::vector<uint64_t>& bits) const {
   const TokenVocab& v = compiled_->vocab();
   bits.assign((v.size() + 63) / 64, 0);
   if (ended_) return 0;
-  std::vector<Frame> frames = frames_;
-  std::vector<uint8_t> path;
-  for (const Head& h : heads_) {
-    const CompiledGrammar::StateMask& sm = compiled_->state_mask(h.state);
-    for (size_t w = 0; w < bits.size(); ++w) bits[w] |= sm.bits[w];
-    for (uint32_t c : sm.cd_nodes) {
-      // Replay the bytes down to the node with the real stack, then walk its subtree.
-      path.clear();
-      for (uint32_t n = c; n != 0; n = v.nodes()[n].parent) path.push_back(v.nodes()[n].byte);
-      std::vector<Head> cur{h}, next;
-      const size_t frames_save = frames.size();
-      bool ended_here = false;
-      for (size_t i = path.size(); i-- > 0 && !cur.empty();) {
-        next.clear();
-        Stepper st{g(), frames, next, 0, frames.size(), false};
-        for (const Head& x : cur) {
-          const int64_t t = g().next(x.state, path[i]);
-          if (t >= 0) st.expand(static_cast<uint32_t>(t), x.frame, 0);
-        }
-        cur.swap(next);
-        ended_here = i == 0 && st.accept;
-      }
-      if (!cur.empty() || ended_here) {
-        for (uint32_t k = v.nodes()[c].tokens_begin; k < v.nodes()[c].tokens_end; ++k) {
-          const auto id = static_cast<uint32_t>(v.tokens()[k]);
-          bits[id >> 6] |= uint64_t{1} << (id & 63);
-        }
-        const size_t n = cur.size();
-        TrieWalker w{g(), v, frames, std::move(cur), bits, nullptr};
-        w.walk(c, 0, n, false);
-      }
-      frames.resize(frames_save);
-    }
-  }
+  compiled_->fill(heads_, frames_, bits);
   if (accepting_) {
     for (int32_t id : v.end_ids()) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
   }
@@ -368,7 +504,9 @@ uint32_t GrammarMatcher::min_completion_bytes() const {
   for (const Head& h : heads_) {
     // A head's other moves (ending its rule, calls) are heads of their own already: only its byte counts.
     const Grammar::State& st = g().states[h.state];
-    uint64_t total = 1 + static_cast<uint64_t>(d[g().edges[st.edges_begin].to]);
+    uint32_t step = UINT32_MAX / 4;
+    for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) step = std::min(step, d[g().edges[e].to]);
+    uint64_t total = 1 + static_cast<uint64_t>(step);
     for (uint32_t f = h.frame; f != 0; f = frames_[f].parent) total += d[frames_[f].ret];
     best = static_cast<uint32_t>(std::min<uint64_t>(best, total));
   }
@@ -389,10 +527,8 @@ size_t GrammarMatcher::restrict_to_shortest(std::vector<uint64_t>& bits) const {
       uint64_t below = 0;
       for (uint32_t f = h.frame; f != 0; f = frames_[f].parent) below += d[frames_[f].ret];
       const Grammar::State& st = g().states[h.state];
-      if (st.edges_end == st.edges_begin) continue;
-      const uint32_t to = g().edges[st.edges_begin].to;
-      if (1 + d[to] + below != target) continue;
       for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) {
+        if (1 + d[g().edges[e].to] + below != target) continue;
         for (uint32_t b = g().edges[e].lo; b <= g().edges[e].hi; ++b)
           set(compiled_->vocab().byte_token(static_cast<uint8_t>(b)));
       }

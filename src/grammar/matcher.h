@@ -6,7 +6,8 @@
 // whose prefix the grammar rejects is pruned, so the work follows what is allowed. Per grammar and state the
 // walk is done once without the stack ("context-independent": the tokens the state accepts without returning
 // from its rule, plus the trie nodes where a return happens); at each step only those nodes' subtrees are
-// walked again with the real stack.
+// walked again with the real stack. Head sets are interned as states of a lazy DFA whose byte transitions
+// are computed once per grammar, so a walk costs a table lookup per trie node.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,13 @@
 #include "grammar/grammar.h"
 
 namespace spark::grammar {
+
+// The tokens a grammar state accepts without returning from its rule, and the trie nodes where it may
+// return (to be walked with the real stack).
+struct StateMask {
+  std::vector<uint64_t> bits;
+  std::vector<uint32_t> cd_nodes;
+};
 
 // The tokenizer's vocabulary as bytes, in a trie numbered in depth-first order (a subtree is a contiguous
 // node range). Built once per tokenizer and shared.
@@ -48,7 +56,15 @@ class TokenVocab {
   const std::vector<uint32_t>& children() const { return children_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
 
+  // State masks shared by every grammar on this vocabulary, keyed by the structure they depend on (the
+  // automaton reachable from the state, canonically numbered): a plain string's contents are walked once per
+  // process, not once per property and schema.
+  std::shared_ptr<const StateMask> shared_mask(const std::string& signature) const;
+  void share_mask(const std::string& signature, std::shared_ptr<const StateMask> mask) const;
+
  private:
+  mutable std::mutex shared_mutex_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const StateMask>> shared_;
   std::vector<std::string> bytes_;
   std::vector<int32_t> end_ids_;
   std::vector<Node> nodes_;
@@ -74,11 +90,14 @@ class CompiledGrammar {
   const Grammar& grammar() const { return grammar_; }
   const TokenVocab& vocab() const { return *vocab_; }
 
-  struct StateMask {
-    std::vector<uint64_t> bits;      // tokens accepted without leaving the state's rule
-    std::vector<uint32_t> cd_nodes;  // trie nodes where the rule may return: walk them with the stack
-  };
+  using StateMask = grammar::StateMask;
   const StateMask& state_mask(uint32_t state) const;
+  // The tokens the heads allow next (ORed into bits, sized to the vocabulary), end tokens aside. Runs under
+  // the grammar's lock: its caches are shared by every matcher of the grammar.
+  void fill(const std::vector<Head>& heads, const std::vector<Frame>& frames,
+            std::vector<uint64_t>& bits) const;
+  ~CompiledGrammar();
+  struct Walks;
   // Per state, the fewest bytes that reach the end of its rule (calls included); computed on first use.
   const std::vector<uint32_t>& distances() const;
 
@@ -86,8 +105,10 @@ class CompiledGrammar {
   Grammar grammar_;
   std::shared_ptr<const TokenVocab> vocab_;
   mutable std::mutex mutex_;
-  mutable std::unordered_map<uint32_t, std::unique_ptr<StateMask>> masks_;
+  mutable std::unordered_map<uint32_t, std::shared_ptr<const StateMask>> masks_;
   mutable std::vector<uint32_t> distances_;
+  mutable std::unique_ptr<Walks> walks_;
+  const StateMask& state_mask_locked(uint32_t state) const;
 };
 
 class GrammarMatcher {
@@ -128,8 +149,6 @@ class GrammarMatcher {
 
  private:
   const Grammar& g() const { return *grammar_ptr_; }
-  void walk_subtree(uint32_t node, std::span<const Head> heads, std::vector<Frame>& frames,
-                    std::vector<uint64_t>& bits) const;
 
   std::shared_ptr<const CompiledGrammar> compiled_;
   std::shared_ptr<const Grammar> grammar_holder_;

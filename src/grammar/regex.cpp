@@ -57,8 +57,10 @@ class Parser {
   Parser(GrammarBuilder& b, std::string_view p, const RegexOptions& o) : b_(b), p_(p), o_(o) {}
 
   ExprId parse_top() {
-    // Top-level alternatives carry their own anchors.
-    std::vector<ExprId> options;
+    // Top-level alternatives carry their own anchors. In search mode the alternatives that share their
+    // anchors share one free prefix and suffix (one per alternative would make the determinized automaton
+    // track which of them matched: exponential in their number).
+    std::vector<ExprId> groups[2][2];
     while (true) {
       bool anchored_start = false, anchored_end = false;
       if (peek('^')) {
@@ -66,17 +68,25 @@ class Parser {
         anchored_start = true;
       }
       ExprId body = parse_sequence(&anchored_end);
-      if (o_.search) {
-        ExprId any = b_.repeat(any_char(true), 0, kUnbounded);
-        body = b_.seq({anchored_start ? b_.empty() : any, body, anchored_end ? b_.empty() : any});
-      }
-      options.push_back(body);
+      groups[anchored_start][anchored_end].push_back(body);
       if (i_ >= p_.size()) break;
       if (p_[i_] == '|') {
         ++i_;
         continue;
       }
       fail("unbalanced ')'");
+    }
+    std::vector<ExprId> options;
+    for (int start = 0; start < 2; ++start) {
+      for (int end = 0; end < 2; ++end) {
+        if (groups[start][end].empty()) continue;
+        ExprId body = b_.alt(std::move(groups[start][end]));
+        if (o_.search) {
+          ExprId any = b_.repeat(any_char(true), 0, kUnbounded);
+          body = b_.seq({start ? b_.empty() : any, body, end ? b_.empty() : any});
+        }
+        options.push_back(body);
+      }
     }
     return b_.alt(std::move(options));
   }

@@ -42,8 +42,8 @@ bool bit(const std::vector<uint64_t>& bits, int32_t id) {
   return (bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1;
 }
 
-void random_walks(const std::string& schema, int walks, int steps) {
-  const auto vocab = test_vocab();
+void random_walks(const std::string& schema, int walks, int steps,
+                  std::shared_ptr<const TokenVocab> vocab = test_vocab()) {
   const auto g = std::make_shared<const CompiledGrammar>(compile_json_schema(schema), vocab);
   std::mt19937 rng(11);
   std::vector<uint64_t> bits;
@@ -77,6 +77,26 @@ TEST(GrammarMatcher, MaskEqualsSlowReferenceOnRandomStates) {
                  {"type": "boolean"}]})",
       12, 20);
   random_walks(R"({})", 10, 40);
+}
+
+// One vocabulary for several grammars: state masks are shared between grammars by structure (strings,
+// numbers, whole values alike), and embedded DFAs (patternProperties, pattern with length) have states
+// whose byte edges lead to different states.
+TEST(GrammarMatcher, MasksSharedAcrossGrammarsAndDfaStates) {
+  const auto vocab = test_vocab();
+  for (int round = 0; round < 2; ++round) {
+    random_walks(R"({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}})", 6,
+                 30, vocab);
+    random_walks(R"({"type": "array", "items": {"type": "string"}})", 6, 30, vocab);
+    random_walks(
+        R"({"type": "object", "patternProperties": {"^x": {"type": "integer"}, "v$": {"type": "string"}},
+                     "additionalProperties": false})",
+        8, 30, vocab);
+    random_walks(R"({"type": "string", "pattern": "^[a-c0-9]+$", "maxLength": 5, "not": {"enum": ["abc"]}})",
+                 8, 10, vocab);
+    random_walks(R"({"type": "object", "properties": {"v": {}}, "minProperties": 1, "maxProperties": 2})", 8,
+                 30, vocab);
+  }
 }
 
 TEST(GrammarMatcher, MaskOnRecursiveSchema) {
