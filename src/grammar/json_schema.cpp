@@ -633,15 +633,21 @@ class SchemaCompiler {
     return string_char_;
   }
 
-  // One character, leniently UTF-8 (lead byte and continuation count only: a tokenizer's text is valid
-  // UTF-8 anyway), with escapes: few states, for copying.
+  // One character, as well-formed UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF: byte-level
+  // tokens can spell such sequences, and a client decodes each of their bytes as a U+FFFD of its own, which
+  // breaks maxLength), or an escape.
   ExprId counted_char() {
     if (counted_char_ >= 0) return counted_char_;
     ExprId cont = b_.bytes({{0x80, 0xBF}});
     ExprId hex = b_.bytes({{'0', '9'}, {'A', 'F'}, {'a', 'f'}});
     counted_char_ = b_.alt(
         {b_.bytes({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}}), b_.seq({b_.bytes({{0xC2, 0xDF}}), cont}),
-         b_.seq({b_.bytes({{0xE0, 0xEF}}), cont, cont}), b_.seq({b_.bytes({{0xF0, 0xF4}}), cont, cont, cont}),
+         b_.seq({b_.byte(0xE0), b_.bytes({{0xA0, 0xBF}}), cont}),
+         b_.seq({b_.bytes({{0xE1, 0xEC}, {0xEE, 0xEF}}), cont, cont}),
+         b_.seq({b_.byte(0xED), b_.bytes({{0x80, 0x9F}}), cont}),
+         b_.seq({b_.byte(0xF0), b_.bytes({{0x90, 0xBF}}), cont, cont}),
+         b_.seq({b_.bytes({{0xF1, 0xF3}}), cont, cont, cont}),
+         b_.seq({b_.byte(0xF4), b_.bytes({{0x80, 0x8F}}), cont, cont}),
          b_.seq({b_.byte('\\'), b_.alt({b_.bytes({{'"', '"'},
                                                   {'\\', '\\'},
                                                   {'/', '/'},

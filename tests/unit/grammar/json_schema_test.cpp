@@ -136,6 +136,17 @@ TEST(JsonSchemaGrammar, StringLengthPatternFormat) {
   check(R"({"type": "string", "format": "not-a-known-format"})", {{R"("anything")"}, {"1"}});
 }
 
+TEST(JsonSchemaGrammar, LengthBoundedStringsAreWellFormedUtf8) {
+  // Byte-level tokens can spell ill-formed UTF-8 (a client then decodes each byte as a U+FFFD of its own, and
+  // a 1-character name became 3): only well-formed characters count towards a length.
+  check(R"({"type": "string", "maxLength": 2})",
+        {{"\"\xE2\x82\xAC\"", "\"\xED\x9F\xBF\"", "\"\xF0\x9F\x98\x80\"", "\"\xF4\x8F\xBF\xBF\"",
+          "\"\xE0\xA0\x80"
+          "a\""},
+         {"\"\xED\xA0\x80\"", "\"\xE0\x80\x80\"", "\"\xF0\x80\x80\x80\"", "\"\xF4\x90\x80\x80\"",
+          "\"\xC0\xAF\"", "\"\xF5\x80\x80\x80\""}});
+}
+
 TEST(JsonSchemaGrammar, PatternFormatAndLengthTogether) {
   check(R"({"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 4})",
         {{R"("ab")", R"("abcd")"}, {R"("a")", R"("abcde")", R"("AB")", R"("")"}});
