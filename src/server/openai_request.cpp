@@ -3,21 +3,15 @@
 #include <cmath>
 
 #include "server/api_error.h"
+#include "server/request_fields.h"
 #include "util/bounded_json.h"
 
 namespace spark {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& param, const std::string& what) {
-  throw ApiError::bad_request("'" + param + "' " + what, param);
-}
-
-const ordered_json* field(const ordered_json& body, const char* key) {
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+using request_fields::bad;
+using request_fields::field;
 
 double number(const ordered_json& body, const char* key, double fallback, double lo, double hi) {
   const ordered_json* v = field(body, key);

@@ -3,20 +3,14 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "server/request_fields.h"
 
 namespace spark {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& param, const std::string& what) {
-  throw ApiError::bad_request("'" + param + "' " + what, param);
-}
-
-const ordered_json* field(const ordered_json& body, const char* key) {
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+using request_fields::bad;
+using request_fields::field;
 
 bool is(const ordered_json& j, const char* value) {
   return j.is_string() && j.get_ref<const std::string&>() == value;

@@ -6,6 +6,7 @@
 
 #include "grammar/json_schema.h"
 #include "server/api_error.h"
+#include "server/request_fields.h"
 #include "spark/error.h"
 
 namespace spark {
@@ -14,15 +15,8 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 
-[[noreturn]] void bad(const std::string& param, const std::string& what) {
-  throw ApiError::bad_request("'" + param + "' " + what, param);
-}
-
-const ordered_json* field(const ordered_json& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+using request_fields::bad;
+using request_fields::field;
 
 StructuredOutput from_schema(const ordered_json& schema, const std::string& param) {
   if (!schema.is_object() && !schema.is_boolean()) bad(param, "must be a JSON Schema (an object)");
