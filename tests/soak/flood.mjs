@@ -15,6 +15,7 @@ import { readFileSync, mkdirSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { startSpark } from './server.mjs';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
   // --server-args takes the next word as is (it holds the server's own --flags).
@@ -35,30 +36,9 @@ function procStatus(pid) {
   return { rssAnon: kib('RssAnon'), hwm: kib('VmHWM'), threads: Number((s.match(/Threads:\s+(\d+)/) ?? [0, NaN])[1]) };
 }
 
-async function startServer() {
-  const cache = path.join(os.tmpdir(), `spark-flood-cache-${process.pid}`);
-  mkdirSync(cache, { recursive: true });
-  const argv = ['--port', '0', '--threads', '2', '--max-num-seqs', '16', '--max-queued-requests', '32',
-    '--kv-cache-memory-bytes', String(256 << 20), ...SERVER_ARGS];
-  const proc = spawn(path.join(BIN, 'spark-server'), argv, {
-    stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, SPARK_CACHE_DIR: process.env.SPARK_CACHE_DIR ?? cache },
-  });
-  let log = '';
-  proc.stderr.on('data', (d) => { log = (log + d.toString()).slice(-100000); });
-  const port = await new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error('server did not start:\n' + log)), 120000);
-    const iv = setInterval(() => {
-      const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) { clearInterval(iv); clearTimeout(t); resolve(Number(m[1])); }
-    }, 20);
-    proc.on('exit', (c) => { clearInterval(iv); clearTimeout(t); reject(new Error(`server exited ${c}:\n${log}`)); });
-  });
-  for (let i = 0; i < 1200; ++i) {
-    const s = await request(port, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n').catch(() => null);
-    if (s?.status === 200) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { proc, port, log: () => log };
+function startServer() {
+  return startSpark(BIN, ['--threads', '2', '--max-num-seqs', '16', '--max-queued-requests', '32',
+    '--kv-cache-memory-bytes', String(256 << 20), ...SERVER_ARGS], { logBytes: 100000 });
 }
 
 // One connection that can carry several requests; resolves each with {status, ttfbMs, totalMs}.

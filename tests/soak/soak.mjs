@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { startSpark } from './server.mjs';
 import os from 'node:os';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
@@ -32,33 +33,12 @@ function rssAnonKiB(pid) {
   return m ? Number(m[1]) : NaN;
 }
 
-async function startServer() {
-  const cache = path.join(os.tmpdir(), `spark-soak-cache-${process.pid}`);
-  mkdirSync(cache, { recursive: true });
-  const argv = [...MODEL_ARGS, '--port', '0', '--threads', '2', '--max-queued-requests', String(QUEUE),
+function startServer() {
+  return startSpark(BIN, [...MODEL_ARGS, '--threads', '2', '--max-queued-requests', String(QUEUE),
     '--max-num-seqs', '16', '--kv-cache-memory-bytes', String(256 << 20), '--max-body-bytes', String(1 << 20),
     // The whole KV budget resident from the start: otherwise RssAnon climbs as the prefix cache first touches
     // its pages (by design, bounded by the budget) and the drift check could not tell that from a leak.
-    '--kv-cache-prefault'];
-  const proc = spawn(path.join(BIN, 'spark-server'), argv, {
-    stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, SPARK_CACHE_DIR: process.env.SPARK_CACHE_DIR ?? cache },
-  });
-  let log = '';
-  proc.stderr.on('data', (d) => { log = (log + d.toString()).slice(-200000); });
-  const port = await new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error('server did not start:\n' + log)), 120000);
-    const iv = setInterval(() => {
-      const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) { clearInterval(iv); clearTimeout(t); resolve(Number(m[1])); }
-    }, 20);
-    proc.on('exit', (c) => { clearInterval(iv); clearTimeout(t); reject(new Error(`server exited ${c}:\n${log}`)); });
-  });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 1200; ++i) {
-    try { if ((await fetch(`${url}/health`)).status === 200) break; } catch { /* not yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { proc, url, port, log: () => log };
+    '--kv-cache-prefault']);
 }
 
 async function metrics(url) {
