@@ -62,7 +62,8 @@ async function main() {
 
     // Affinity.
     const t0 = performance.now();
-    const a = await runSessions({ url: nginx.url, sessions: 12, turns: 4, concurrency: 6, maxTokens: 12 });
+    // The issue's load: 24 agent sessions x 6 turns.
+    const a = await runSessions({ url: nginx.url, sessions: 24, turns: 6, concurrency: 8, maxTokens: 12 });
     console.log('affinity run:', JSON.stringify(a.summary));
     check(a.summary.errors === 0, `affinity: all ${a.records.length} requests succeeded (${a.summary.errors} errors)`);
     const where = sessionsByReplica(a.records);
