@@ -80,8 +80,13 @@ void select_sampling_candidates(std::span<const float> logits, const SamplingPar
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
   if (params.top_k > 0 && static_cast<size_t>(params.top_k) < out.size()) {
-    const auto kth = out.begin() + (params.top_k - 1);
-    std::nth_element(out.begin(), kth, out.end(), before);
+    const auto kth = out.begin() + params.top_k;
+    // A heap of k beats quickselect's passes over the whole row while k is small.
+    if (params.top_k <= 256) {
+      std::partial_sort(out.begin(), kth, out.end(), before);
+    } else {
+      std::nth_element(out.begin(), kth - 1, out.end(), before);
+    }
     out.resize(static_cast<size_t>(params.top_k));
   }
   double total = 0.0;
