@@ -616,7 +616,9 @@ class SchemaCompiler {
 
   ExprId string_char() {
     if (string_char_ >= 0) return string_char_;
-    // Raw characters but `"`, `\` and control characters, then escapes.
+    // Raw characters but `"`, `\` and control characters, then escapes. Non-ASCII ones are well-formed
+    // UTF-8 only (no overlong forms, no surrogates): byte-level tokens can spell ill-formed sequences, which
+    // a client decodes as one U+FFFD per byte, and that breaks maxLength.
     ExprId raw =
         b_.alt({b_.bytes({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}}), b_.codepoints(0x80, 0x10FFFF)});
     ExprId hex = b_.bytes({{'0', '9'}, {'A', 'F'}, {'a', 'f'}});
@@ -631,33 +633,6 @@ class SchemaCompiler {
                                                 b_.seq({b_.byte('u'), b_.repeat(hex, 4, 4)})})});
     string_char_ = b_.alt({raw, esc});
     return string_char_;
-  }
-
-  // One character, as well-formed UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF: byte-level
-  // tokens can spell such sequences, and a client decodes each of their bytes as a U+FFFD of its own, which
-  // breaks maxLength), or an escape.
-  ExprId counted_char() {
-    if (counted_char_ >= 0) return counted_char_;
-    ExprId cont = b_.bytes({{0x80, 0xBF}});
-    ExprId hex = b_.bytes({{'0', '9'}, {'A', 'F'}, {'a', 'f'}});
-    counted_char_ = b_.alt(
-        {b_.bytes({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}}), b_.seq({b_.bytes({{0xC2, 0xDF}}), cont}),
-         b_.seq({b_.byte(0xE0), b_.bytes({{0xA0, 0xBF}}), cont}),
-         b_.seq({b_.bytes({{0xE1, 0xEC}, {0xEE, 0xEF}}), cont, cont}),
-         b_.seq({b_.byte(0xED), b_.bytes({{0x80, 0x9F}}), cont}),
-         b_.seq({b_.byte(0xF0), b_.bytes({{0x90, 0xBF}}), cont, cont}),
-         b_.seq({b_.bytes({{0xF1, 0xF3}}), cont, cont, cont}),
-         b_.seq({b_.byte(0xF4), b_.bytes({{0x80, 0x8F}}), cont, cont}),
-         b_.seq({b_.byte('\\'), b_.alt({b_.bytes({{'"', '"'},
-                                                  {'\\', '\\'},
-                                                  {'/', '/'},
-                                                  {'b', 'b'},
-                                                  {'f', 'f'},
-                                                  {'n', 'n'},
-                                                  {'r', 'r'},
-                                                  {'t', 't'}}),
-                                        b_.seq({b_.byte('u'), hex, hex, hex, hex})})})});
-    return counted_char_;
   }
 
   int char_rule() {
@@ -715,7 +690,7 @@ class SchemaCompiler {
         if (has_pattern)
           parts.push_back({compile_regex(b_, s["pattern"].get<std::string>(), {true, true}), true});
         if (format) parts.push_back({compile_regex(b_, format, {true, false}), true});
-        if (has_length) parts.push_back({b_.repeat(counted_char(), min_len, max_len), true});
+        if (has_length) parts.push_back({b_.repeat(string_char(), min_len, max_len), true});
         if (!not_values.empty()) {
           // Excluded values are matched raw, so strings with escapes are left out (no spelling slips past).
           parts.push_back({b_.repeat(raw_char(), 0, kUnbounded), true});
@@ -742,7 +717,7 @@ class SchemaCompiler {
     // Counted characters: a compact character automaton copied per count, or for long bounds one call per
     // character (fewer states; masks then need the stack at every character).
     const int copies = max_len == kUnbounded ? min_len + 1 : max_len;
-    ExprId ch = copies > 64 ? b_.call(char_rule()) : counted_char();
+    ExprId ch = copies > 64 ? b_.call(char_rule()) : string_char();
     return b_.seq({b_.byte('"'), b_.repeat(ch, min_len, max_len), b_.byte('"')});
   }
 
@@ -1263,7 +1238,6 @@ class SchemaCompiler {
   GrammarBuilder b_;
   ExprId ws_;
   ExprId string_char_ = -1;
-  ExprId counted_char_ = -1;
   int char_rule_ = -1;
   int key_rest_rule_ = -1;
   int key_nonascii_rule_ = -1;
