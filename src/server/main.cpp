@@ -6,11 +6,11 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "cli/generate_command.h"
 #include "cli/grammar_check_command.h"
-#include "server/generate_command.h"
-#include "server/hw_command.h"
+#include "cli/hw_command.h"
+#include "cli/tokenize_command.h"
 #include "server/serve_command.h"
-#include "server/tokenize_command.h"
 #include "spark/error.h"
 
 int main(int argc, char** argv) {

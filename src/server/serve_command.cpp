@@ -13,9 +13,9 @@
 
 #include "cpu/cpu_features.h"
 #include "model/generation_config.h"
+#include "model/model_source.h"
 #include "model/spark_model.h"
 #include "server/http_server.h"
-#include "server/model_source.h"
 #include "server/server_context.h"
 #include "server/shutdown_signals.h"
 #include "server/tool_call_constraint.h"
@@ -119,10 +119,10 @@ int run_server(ServerOptions o) {
       // Structured outputs never pick an added token (chat markers, <think>, <tool_call>...) for its text.
       std::vector<std::string> grammar_texts(texts.size());
       for (int32_t id = 0; id < cfg.vocab_size; ++id) {
-        if (t.tokenizer->contains(id) && !t.tokenizer->is_added(id)) grammar_texts[static_cast<size_t>(id)] = texts[static_cast<size_t>(id)];
+        if (t.tokenizer->contains(id) && !t.tokenizer->is_added(id))
+          grammar_texts[static_cast<size_t>(id)] = texts[static_cast<size_t>(id)];
       }
-      t.grammar_vocab = std::make_shared<const grammar::TokenVocab>(std::move(grammar_texts),
-                                                                    eos_ids);
+      t.grammar_vocab = std::make_shared<const grammar::TokenVocab>(std::move(grammar_texts), eos_ids);
       t.constraint_vocab = std::make_shared<const ConstraintVocab>(std::move(texts), eos_ids);
       return t;
     });
@@ -240,8 +240,9 @@ std::function<int()> add_serve_options(CLI::App& app) {
   app.add_option("--max-logit-bias", lim.max_logit_bias, "Most 'logit_bias' (and 'stop_token_ids') entries")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 24));
-  app.add_option("--responses-store-max-count", o->responses_store_max_count,
-                 "Most /v1/responses objects kept for previous_response_id and GET (least recently used go; 0: none)")
+  app.add_option(
+         "--responses-store-max-count", o->responses_store_max_count,
+         "Most /v1/responses objects kept for previous_response_id and GET (least recently used go; 0: none)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app.add_option("--responses-store-max-bytes", o->responses_store_max_bytes,
@@ -269,15 +270,17 @@ std::function<int()> add_serve_options(CLI::App& app) {
   app.add_flag("--kv-cache-prefault", o->engine.kv_cache_prefault,
                "Make the whole KV budget resident at start-up (default: it becomes resident as it is used)");
   app.add_flag("!--no-enable-prefix-caching", o->engine.enable_prefix_caching, "Disable the prefix cache");
-  app.add_option("--max-connections", o->max_connections,
-                 "Open HTTP connections; at the cap one idle for over 1 s is closed, else the new one gets 503")
+  app.add_option(
+         "--max-connections", o->max_connections,
+         "Open HTTP connections; at the cap one idle for over 1 s is closed, else the new one gets 503")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   app.add_option("--request-read-timeout", o->request_read_timeout_s,
                  "Seconds from a request's first byte to its last before 408")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
-  app.add_option("--keep-alive-timeout", o->keep_alive_timeout_s, "Seconds an idle keep-alive connection stays open")
+  app.add_option("--keep-alive-timeout", o->keep_alive_timeout_s,
+                 "Seconds an idle keep-alive connection stays open")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--max-body-bytes", o->max_body_bytes, "Largest accepted request body")

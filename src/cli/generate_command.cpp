@@ -1,4 +1,4 @@
-#include "server/generate_command.h"
+#include "cli/generate_command.h"
 
 #include <spdlog/spdlog.h>
 
@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "engine/prefix_cache.h"
+#include "model/model_source.h"
 #include "model/spark_model.h"
-#include "server/model_source.h"
 #include "spark/error.h"
 #include "util/npy.h"
 

@@ -1,4 +1,4 @@
-#include "server/tokenize_command.h"
+#include "cli/tokenize_command.h"
 
 #include <cstdio>
 #include <fstream>
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "server/model_source.h"
+#include "model/model_source.h"
 #include "spark/error.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"

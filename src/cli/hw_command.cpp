@@ -1,4 +1,4 @@
-#include "server/hw_command.h"
+#include "cli/hw_command.h"
 
 #include <cstdio>
 #include <memory>

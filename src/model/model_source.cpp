@@ -1,4 +1,4 @@
-#include "server/model_source.h"
+#include "model/model_source.h"
 
 #include <spdlog/spdlog.h>
 
