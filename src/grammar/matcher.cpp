@@ -585,24 +585,25 @@ std::string GrammarMatcher::shortest_completion() const {
   GrammarMatcher m = *this;
   while (!m.accepting_ && !m.heads_.empty()) {
     const uint32_t target = m.min_completion_bytes();
-    int next = -1;
+    // Any byte on a shortest path will do: a letter, else a digit, else anything printable reads better
+    // than a tab or a control byte.
+    int next = -1, rank = 4;
     for (const Head& h : m.heads_) {
       uint64_t below = 0;
       for (uint32_t f = h.frame; f != 0; f = m.frames_[f].parent) below += d[m.frames_[f].ret];
       const Grammar::State& st = g().states[h.state];
-      for (uint32_t e = st.edges_begin; e < st.edges_end && next < 0; ++e) {
+      for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) {
         if (1 + d[g().edges[e].to] + below != target) continue;
-        // Any byte of the range will do: a letter or digit reads better than a tab or a control byte.
         const int lo = g().edges[e].lo, hi = g().edges[e].hi;
-        next = lo;
-        for (int pick : {'a', '0', '!'}) {
-          if (lo <= pick && pick <= hi) {
-            next = pick;
-            break;
+        const int picks[3] = {'a', '0', std::max(lo, 0x21)};
+        for (int r = 0; r < 3 && r < rank; ++r) {
+          if (lo <= picks[r] && picks[r] <= hi && picks[r] < 0x7F) {
+            next = picks[r];
+            rank = r;
           }
         }
+        if (next < 0) next = lo;
       }
-      if (next >= 0) break;
     }
     if (next < 0 || !m.advance(std::string(1, static_cast<char>(next)))) break;  // no completion at all
     out.push_back(static_cast<char>(next));

@@ -17,6 +17,8 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Steps before the budget runs out from which every candidate token is checked to leave room for the rest.
 constexpr int64_t kSteeringMargin = 12;
+// Masks with at most this many tokens are checked against the budget at every step (a few milliseconds).
+constexpr size_t kCheapBudgetCheck = 8192;
 
 // Two phases: while a <think> block is open, count its tokens and force </think> when the reasoning
 // budget is spent; afterwards (or from the start without thinking), keep every token inside the grammar (a
@@ -89,7 +91,9 @@ class ChatLogitsProcessor : public LogitsProcessor {
           return;
         }
         allowed = matcher_->restrict_to_shortest(bits_);
-      } else if (left <= need + 2 + kSteeringMargin) {
+      } else if (left <= need + 2 + kSteeringMargin || allowed <= kCheapBudgetCheck) {
+        // Near the end every token is checked; before that, only where few tokens are allowed (a tool's
+        // name, a key, a number), which is where one token can commit to a long completion.
         allowed = matcher_->restrict_to_budget(bits_, static_cast<uint32_t>(left - 2));
       }
     }
@@ -140,11 +144,13 @@ std::shared_ptr<LogitsProcessor> make_chat_logits_processor(
   // strict tools constrain the calls the model opens.
   bool required = forced || grammar != nullptr;
   if (forced || (calls_enabled && !grammar)) {
-    auto tools = calls_enabled ? compile_tool_call_grammar(
-                                     req.tools, forced,
-                                     req.tool_choice == ToolChoiceMode::kNamed ? req.tool_choice_name : "",
-                                     req.parallel_tool_calls, tool_vocab)
-                               : nullptr;
+    // A named function is called once, as vLLM does; "required" and "auto" call as many as
+    // parallel_tool_calls allows.
+    const bool named = req.tool_choice == ToolChoiceMode::kNamed;
+    auto tools = calls_enabled
+                     ? compile_tool_call_grammar(req.tools, forced, named ? req.tool_choice_name : "",
+                                                 req.parallel_tool_calls && !named, tool_vocab)
+                     : nullptr;
     if (tools || forced) grammar = std::move(tools);
   }
   std::optional<int> budget = req.reasoning_budget;
