@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -17,6 +18,8 @@
 namespace spark::grammar {
 
 struct ToolSchema {
+  ToolSchema(std::string n, nlohmann::ordered_json p, bool s = true)
+      : name(std::move(n)), parameters(std::move(p)), schema(s) {}
   std::string name;
   nlohmann::ordered_json parameters;  // the function's `parameters` (null or absent: no arguments)
   // Arguments held to the schema; otherwise only the call's structure is (any keys, values as free text).

@@ -93,12 +93,12 @@ TEST(ToolCallGrammar, NoLimitsOfItsOwn) {
 
 TEST(ToolCallGrammar, RejectsWhatTheSchemaOrSyntaxRefuses) {
   const Grammar g = forced();
-  EXPECT_TRUE(rejects_last(g, kOpen + "tap" + arg("index", "100")));                      // maximum 99
+  EXPECT_TRUE(rejects_last(g, kOpen + "tap<arg_key>index</arg_key><arg_value>100"));      // maximum 99
   EXPECT_TRUE(rejects_last(g, kOpen + "tap<arg_key>index</arg_key><arg_value>-"));        // minimum 0
   EXPECT_TRUE(rejects_last(g, kOpen + "tap<arg_key>index</arg_key><arg_value>4."));       // an integer
   EXPECT_TRUE(rejects_last(g, kOpen + "tap</"));                                          // index is required
   EXPECT_TRUE(rejects_last(g, kOpen + "tap<arg_key>id"));                                 // undeclared key
-  EXPECT_TRUE(rejects_last(g, kOpen + "launch"));                                         // unknown tool
+  EXPECT_TRUE(rejects_last(g, kOpen + "tal"));                                            // unknown tool
   EXPECT_TRUE(rejects_last(g, kOpen + "name<arg_key>label</arg_key><arg_value>abcdef"));  // maxLength 5
   EXPECT_TRUE(rejects_last(g, kOpen + "name<arg_key>label</arg_key><arg_value>aB"));      // pattern
   EXPECT_TRUE(rejects_last(g, kOpen + "name" + arg("label", "a") + "<arg_key>score</arg_key><arg_value>3"));
@@ -106,7 +106,7 @@ TEST(ToolCallGrammar, RejectsWhatTheSchemaOrSyntaxRefuses) {
   EXPECT_TRUE(rejects_last(g, kOpen + "type_text<arg_key>text</arg_key><arg_value>\x80"));  // bad UTF-8
   EXPECT_TRUE(rejects_last(g, kOpen + "note<arg_key>meta</arg_key><arg_value>{\"tags\": [\"a<"));
   EXPECT_TRUE(rejects_last(g, kOpen + "note<arg_key>meta</arg_key><arg_value>{\"tags\": [\"abcd"));
-  EXPECT_TRUE(rejects_last(g, kOpen + "note<arg_key>meta</arg_key><arg_value>{\"tags\": [\"a\",\"b\",\"c\""));
+  EXPECT_TRUE(rejects_last(g, kOpen + "note<arg_key>meta</arg_key><arg_value>{\"tags\": [\"a\",\"b\","));
   EXPECT_TRUE(rejects_last(g, kOpen + "note<arg_key>meta</arg_key><arg_value>{\"x"));  // additionalProperties
   EXPECT_TRUE(rejects_last(g, kOpen + "note<arg_key>mode</arg_key><arg_value>b"));  // "b<c" cannot be written
   EXPECT_TRUE(rejects_last(g, kOpen + "note" + arg("who", "null") + "<arg_key>me"));  // schema order
@@ -132,8 +132,8 @@ TEST(ToolCallGrammar, AutoLeavesTextFreeUntilACallOpens) {
   const std::string call = kOpen + "tap" + arg("index", "7") + "</tool_call>";
   EXPECT_TRUE(accepts(g, "Let me tap. <tool_<tool_call>tap" + arg("index", "7") + "</tool_call>"));
   EXPECT_TRUE(accepts(g, call));
-  EXPECT_TRUE(rejects_last(g, "text <tool_call>tap" + arg("index", "123")));
-  EXPECT_TRUE(rejects_last(g, "text <tool_call>nope"));
+  EXPECT_TRUE(rejects_last(g, "text <tool_call>tap<arg_key>index</arg_key><arg_value>123"));
+  EXPECT_TRUE(rejects_last(g, "text <tool_call>nop"));
   EXPECT_TRUE(rejects_last(g, call + "x"));  // a call ends the reply
   bool complete = true;
   taken(g, "a <tool_call>tap", &complete);
@@ -149,7 +149,7 @@ TEST(ToolCallGrammar, ToolsWithoutSchemaKeepOnlyTheStructure) {
                         o);
   EXPECT_TRUE(accepts(g, kOpen + "free" + arg("n", "not a number") + arg("other", "x") + "</tool_call>"));
   EXPECT_TRUE(rejects_last(g, kOpen + "free<arg_key>n</arg_key><arg_value>a<b"));
-  EXPECT_TRUE(rejects_last(g, kOpen + "tap" + arg("index", "100")));
+  EXPECT_TRUE(rejects_last(g, kOpen + "tap<arg_key>index</arg_key><arg_value>100"));
 }
 
 TEST(ToolCallGrammar, SchemasItCannotEnforceAreErrors) {

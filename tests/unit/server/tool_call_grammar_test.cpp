@@ -198,7 +198,7 @@ void expect_valid_calls(const Json& tools, const std::string& text, const std::s
 
 }  // namespace
 
-TEST(ToolCallGrammar, RandomWalksForEachToolGiveValidCalls) {
+TEST(ToolCallGrammarParse, RandomWalksForEachToolGiveValidCalls) {
   const Json tools = tools_json();
   const auto v = vocab();
   for (const auto& t : tools) {
@@ -215,7 +215,7 @@ TEST(ToolCallGrammar, RandomWalksForEachToolGiveValidCalls) {
   }
 }
 
-TEST(ToolCallGrammar, RequiredChoosesAmongAllToolsAndParallelCallsParse) {
+TEST(ToolCallGrammarParse, RequiredChoosesAmongAllToolsAndParallelCallsParse) {
   const Json tools = tools_json();
   const auto v = vocab();
   for (bool parallel : {false, true}) {
@@ -230,7 +230,7 @@ TEST(ToolCallGrammar, RequiredChoosesAmongAllToolsAndParallelCallsParse) {
   }
 }
 
-TEST(ToolCallGrammar, ASixtyFiveByteStringIsCarried) {
+TEST(ToolCallGrammarParse, ASixtyFiveByteStringIsCarried) {
   const Json tools = tools_json();
   const std::string text =
       "<tool_call>say<arg_key>text</arg_key><arg_value>" + std::string(65, 'x') + "</arg_value></tool_call>";
@@ -238,7 +238,7 @@ TEST(ToolCallGrammar, ASixtyFiveByteStringIsCarried) {
   expect_valid_calls(tools, text, "say", 1);
 }
 
-TEST(ToolCallGrammar, ShortestCallsFitATightBudget) {
+TEST(ToolCallGrammarParse, ShortestCallsFitATightBudget) {
   // What a forced call with max_tokens 24 gets: the plan from the start, tags as single tokens, the end.
   const Json tools = tools_json();
   const auto v = vocab();
@@ -317,7 +317,7 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 // How long a step's mask takes over a vocabulary of the real size (131072 tokens), at the places of a call,
 // and what the budget steering's per-token check costs there. Prints times; asserts only that the masks are
 // right (spot-checked against the reference), never a time.
-TEST(ToolCallGrammarBench, MaskTimeOverA131072TokenVocabulary) {
+TEST(ToolCallGrammarParseBench, MaskTimeOverA131072TokenVocabulary) {
   const auto v = bpe_like_vocab(131072);
   ASSERT_EQ(v->size(), 131072u);
   const Json tools = Json::parse(test::test_tools().dump());
