@@ -193,7 +193,8 @@ std::optional<Decimal> parse_decimal(const std::string& text) {
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(const Json& root, const JsonSchemaOptions& options) : root_(root), options_(options) {
+  SchemaCompiler(const Json& root, const JsonSchemaOptions& options, GrammarBuilder* into = nullptr)
+      : root_(root), options_(options), b_(into ? *into : own_) {
     ws_ = b_.repeat(b_.bytes({{' ', ' '}, {'\t', '\t'}, {'\n', '\n'}, {'\r', '\r'}}), 0,
                     options.max_whitespace);
   }
@@ -532,7 +533,9 @@ class SchemaCompiler {
       uint32_t cp = len == 1 ? c0 : len == 2 ? (c0 & 0x1F) : len == 3 ? (c0 & 0x0F) : (c0 & 0x07);
       for (size_t k = 1; k < len && i + k < text.size(); ++k)
         cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
-      if (cp >= 0x20 && cp < 0x7F) {
+      if (cp == '<' && options_.escape_lt) {
+        parts.push_back(b_.alt({b_.literal("\\u003c"), b_.literal("\\u003C")}));
+      } else if (cp >= 0x20 && cp < 0x7F) {
         parts.push_back(codepoint_set(b_, {{cp, cp}}, true));
       } else if (cp < 0x80) {
         parts.push_back(codepoint_set(b_, {{cp, cp}}, true));
@@ -614,13 +617,18 @@ class SchemaCompiler {
     return b_.call(any_rule_);
   }
 
+  // Printable ASCII a JSON string holds unescaped (and without `<` when options_.escape_lt).
+  std::vector<ByteRange> text_ascii() const {
+    if (options_.escape_lt) return {{0x20, 0x21}, {0x23, 0x3B}, {0x3D, 0x5B}, {0x5D, 0x7F}};
+    return {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}};
+  }
+
   ExprId string_char() {
     if (string_char_ >= 0) return string_char_;
     // Raw characters but `"`, `\` and control characters, then escapes. Non-ASCII ones are well-formed
     // UTF-8 only (no overlong forms, no surrogates): byte-level tokens can spell ill-formed sequences, which
     // a client decodes as one U+FFFD per byte, and that breaks maxLength.
-    ExprId raw =
-        b_.alt({b_.bytes({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}}), b_.codepoints(0x80, 0x10FFFF)});
+    ExprId raw = b_.alt({b_.bytes(text_ascii()), b_.codepoints(0x80, 0x10FFFF)});
     ExprId hex = b_.bytes({{'0', '9'}, {'A', 'F'}, {'a', 'f'}});
     ExprId esc = b_.seq({b_.byte('\\'), b_.alt({b_.bytes({{'"', '"'},
                                                           {'\\', '\\'},
@@ -657,9 +665,7 @@ class SchemaCompiler {
 
   // A key or string character written raw (no escapes): its bytes are its text, so automata over raw text
   // (patterns, names) judge it exactly.
-  ExprId raw_char() {
-    return b_.alt({b_.bytes({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}}), b_.codepoints(0x80, 0x10FFFF)});
-  }
+  ExprId raw_char() { return b_.alt({b_.bytes(text_ascii()), b_.codepoints(0x80, 0x10FFFF)}); }
 
   ExprId string(const Json& s, const std::string& path) {
     int min_len = 0, max_len = kUnbounded;
@@ -680,9 +686,11 @@ class SchemaCompiler {
     if (max_len != kUnbounded && max_len > 100000) fail(path, "maxLength above 100000 is not supported");
     if (min_len > 100000) fail(path, "minLength above 100000 is not supported");
     const int constraints = (has_pattern ? 1 : 0) + (format ? 1 : 0) + (has_length ? 1 : 0);
+    // With escape_lt a pattern's or format's raw `<` must be refused: intersect with the string characters.
+    const bool lt_part = options_.escape_lt && !has_length && (has_pattern || format);
     try {
       if (!not_values.empty() && constraints == 0) return string_except(not_values);
-      if (constraints > 1 || !not_values.empty()) {
+      if (constraints > 1 || !not_values.empty() || lt_part) {
         if (std::max(min_len, max_len) > 4096)
           fail(path, "minLength/maxLength above 4096 with pattern or format");
         // Several constraints on one text: their automata intersected.
@@ -691,6 +699,7 @@ class SchemaCompiler {
           parts.push_back({compile_regex(b_, s["pattern"].get<std::string>(), {true, true}), true});
         if (format) parts.push_back({compile_regex(b_, format, {true, false}), true});
         if (has_length) parts.push_back({b_.repeat(string_char(), min_len, max_len), true});
+        if (lt_part) parts.push_back({b_.repeat(string_char(), 0, kUnbounded), true});
         if (!not_values.empty()) {
           // Excluded values are matched raw, so strings with escapes are left out (no spelling slips past).
           parts.push_back({b_.repeat(raw_char(), 0, kUnbounded), true});
@@ -721,6 +730,77 @@ class SchemaCompiler {
     return b_.seq({b_.byte('"'), b_.repeat(ch, min_len, max_len), b_.byte('"')});
   }
 
+  ExprId raw_text_char() {
+    // Tab, newline, carriage return and printable ASCII but `<` (markup around the text starts with it),
+    // then well-formed UTF-8.
+    return b_.alt(
+        {b_.bytes({{'\t', '\n'}, {'\r', '\r'}, {0x20, 0x3B}, {0x3D, 0x7F}}), b_.codepoints(0x80, 0x10FFFF)});
+  }
+
+ public:
+  // A string instance of `s` written as its raw text: no quotes, no escapes, no `<`. `s` must allow strings
+  // only (type "string", or enum / const of strings); its length, pattern, format, enum and const are
+  // enforced.
+  ExprId raw_string(const Json& s, const std::string& path) {
+    if (s.is_boolean() || !s.is_object()) fail(path, "a raw string argument needs a string schema");
+    if (s.contains("enum") || s.contains("const")) {
+      const Json values = s.contains("const") ? Json::array({s["const"]}) : s["enum"];
+      if (!values.is_array()) fail(path, "enum must be an array");
+      std::vector<ExprId> alts;
+      for (const auto& v : values) {
+        try {
+          if (v.is_string() && v.get_ref<const std::string&>().find('<') == std::string::npos &&
+              json_valid(v, s, root_))
+            alts.push_back(b_.literal(v.get<std::string>()));
+        } catch (const Error& e) {
+          fail(path, e.what());
+        }
+      }
+      return b_.alt(std::move(alts));
+    }
+    check_keywords(s, path);
+    for (const char* k : {"$ref", "allOf", "anyOf", "oneOf", "not"}) {
+      if (s.contains(k))
+        fail(path, std::string("'") + k + "' on a string argument written as raw text is not supported");
+    }
+    int min_len = 0, max_len = kUnbounded;
+    if (s.contains("minLength")) min_len = count(s["minLength"], path, "minLength");
+    if (s.contains("maxLength")) max_len = count(s["maxLength"], path, "maxLength");
+    if (max_len != kUnbounded && max_len > 100000) fail(path, "maxLength above 100000 is not supported");
+    if (min_len > 100000) fail(path, "minLength above 100000 is not supported");
+    const char* format = nullptr;
+    if (s.contains("format") && s["format"].is_string())
+      format = format_regex(s["format"].get<std::string>());
+    const bool has_pattern = s.contains("pattern");
+    if (has_pattern && !s["pattern"].is_string()) fail(path, "pattern must be a string");
+    if (!has_pattern && !format) {
+      const int copies = max_len == kUnbounded ? min_len + 1 : max_len;
+      if (copies <= 64) return b_.repeat(raw_text_char(), min_len, max_len);
+      if (raw_char_rule_ < 0) {
+        raw_char_rule_ = b_.new_rule("raw-char");
+        b_.define(raw_char_rule_, raw_text_char());
+      }
+      return b_.repeat(b_.call(raw_char_rule_), min_len, max_len);
+    }
+    if (std::max(min_len, max_len) > 4096)
+      fail(path, "minLength/maxLength above 4096 with pattern or format");
+    try {
+      std::vector<ProductPart> parts;
+      parts.push_back({b_.repeat(raw_text_char(), min_len, max_len), true});
+      if (has_pattern)
+        parts.push_back({compile_regex(b_, s["pattern"].get<std::string>(), {false, true}), true});
+      if (format) parts.push_back({compile_regex(b_, format, {false, false}), true});
+      ExprId done = b_.empty();
+      return product_dfa(b_, parts, [&](const std::vector<bool>&) { return done; });
+    } catch (const Error& e) {
+      fail(path, e.what());
+    }
+  }
+
+  // An instance of `s` as JSON (s a part of the root document).
+  ExprId json_value(const Json& s, const std::string& path) { return value(s, path); }
+
+ private:
   static int count(const Json& v, const std::string& path, const char* key) {
     if (!v.is_number() || v.get<double>() < 0)
       fail(path, std::string(key) + " must be a non-negative number");
@@ -941,8 +1021,7 @@ class SchemaCompiler {
     // Shared rules: the rest of a key once it left the trie, and a non-ASCII character followed by that.
     if (key_rest_rule_ < 0) {
       key_rest_rule_ = b_.new_rule("key-rest");
-      ExprId raw =
-          b_.alt({b_.bytes({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}}), b_.codepoints(0x80, 0x10FFFF)});
+      ExprId raw = b_.alt({b_.bytes(text_ascii()), b_.codepoints(0x80, 0x10FFFF)});
       b_.define(key_rest_rule_, b_.seq({b_.repeat(raw, 0, kUnbounded), b_.byte('"')}));
       key_nonascii_rule_ = b_.new_rule("key-nonascii-rest");
       b_.define(key_nonascii_rule_, b_.seq({b_.codepoints(0x80, 0x10FFFF), b_.call(key_rest_rule_)}));
@@ -972,7 +1051,8 @@ class SchemaCompiler {
       std::vector<ExprId> leave;
       std::vector<ByteRange> ascii;
       for (uint32_t c = 0x20; c < 0x80; ++c) {
-        if (c != '"' && c != '\\' && !by_byte.count(static_cast<uint8_t>(c))) {
+        if (c != '"' && c != '\\' && !(options_.escape_lt && c == '<') &&
+            !by_byte.count(static_cast<uint8_t>(c))) {
           ascii.push_back({static_cast<uint8_t>(c), static_cast<uint8_t>(c)});
         }
       }
@@ -1235,10 +1315,12 @@ class SchemaCompiler {
 
   const Json& root_;
   JsonSchemaOptions options_;
-  GrammarBuilder b_;
+  GrammarBuilder own_;
+  GrammarBuilder& b_;
   ExprId ws_;
   ExprId string_char_ = -1;
   int char_rule_ = -1;
+  int raw_char_rule_ = -1;
   int key_rest_rule_ = -1;
   int key_nonascii_rule_ = -1;
   int any_rule_ = -1;
@@ -1247,6 +1329,24 @@ class SchemaCompiler {
 };
 
 }  // namespace
+
+struct JsonSchemaEmbedder::Impl {
+  Impl(GrammarBuilder& b, const Json& root, const JsonSchemaOptions& options) : compiler(root, options, &b) {}
+  SchemaCompiler compiler;
+};
+
+JsonSchemaEmbedder::JsonSchemaEmbedder(GrammarBuilder& b, const nlohmann::ordered_json& root,
+                                       const JsonSchemaOptions& options)
+    : impl_(std::make_unique<Impl>(b, root, options)) {}
+JsonSchemaEmbedder::~JsonSchemaEmbedder() = default;
+
+ExprId JsonSchemaEmbedder::value(const nlohmann::ordered_json& schema, const std::string& path) {
+  return impl_->compiler.json_value(schema, path);
+}
+
+ExprId JsonSchemaEmbedder::raw_string(const nlohmann::ordered_json& schema, const std::string& path) {
+  return impl_->compiler.raw_string(schema, path);
+}
 
 Grammar compile_json_schema(std::string_view schema_json, const JsonSchemaOptions& options) {
   Json schema;

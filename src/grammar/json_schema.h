@@ -16,6 +16,9 @@
 // unknown keywords) are ignored.
 #pragma once
 
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 
 #include "grammar/grammar.h"
@@ -24,6 +27,27 @@ namespace spark::grammar {
 
 struct JsonSchemaOptions {
   int max_whitespace = 24;  // bytes in one whitespace run
+  // Strings never hold a raw `<` (only its escape \u003c), for JSON embedded in markup whose tags start
+  // with it (the tool-call syntax). A pattern that needs a raw `<` then matches nothing.
+  bool escape_lt = false;
+};
+
+// JSON Schema instances as expressions of a grammar being built (for grammars that embed them, like the
+// tool-call syntax). `root` (kept alive by the caller while the embedder lives) is the document $refs
+// resolve in; the schemas given are parts of it.
+class JsonSchemaEmbedder {
+ public:
+  JsonSchemaEmbedder(GrammarBuilder& b, const nlohmann::ordered_json& root, const JsonSchemaOptions& options);
+  ~JsonSchemaEmbedder();
+  // An instance written as JSON. Throws spark::Error naming a keyword it cannot enforce.
+  ExprId value(const nlohmann::ordered_json& schema, const std::string& path);
+  // A string instance written as its bare text (no quotes or escapes, never a `<`); the schema must allow
+  // strings only (type "string", or an enum / const of strings).
+  ExprId raw_string(const nlohmann::ordered_json& schema, const std::string& path);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // `schema_json`: the schema's text (its key order gives the property order).

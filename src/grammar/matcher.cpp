@@ -241,12 +241,15 @@ struct TrieWalker {
   CompiledGrammar::Walks& w;
   std::vector<uint64_t>& bits;
   std::vector<uint32_t>* cd_nodes;
+  std::vector<uint64_t>* end_bits =
+      nullptr;  // with cd_nodes: tokens at every node where the bottom rule ended
 
-  void set_tokens(uint32_t node) {
+  void set_tokens(uint32_t node) { set_tokens(node, bits); }
+  void set_tokens(uint32_t node, std::vector<uint64_t>& out) {
     const auto& n = v.nodes()[node];
     for (uint32_t k = n.tokens_begin; k < n.tokens_end; ++k) {
       const auto id = static_cast<uint32_t>(v.tokens()[k]);
-      bits[id >> 6] |= uint64_t{1} << (id & 63);
+      out[id >> 6] |= uint64_t{1} << (id & 63);
     }
   }
 
@@ -265,6 +268,10 @@ struct TrieWalker {
           cd_here = true;
         }
         if (next) set_tokens(c);
+        if (bottom && end_bits) {
+          if (end_bits->empty()) end_bits->assign(bits.size(), 0);
+          set_tokens(c, *end_bits);
+        }
       } else if (next || bottom) {
         set_tokens(c);
       }
@@ -350,7 +357,7 @@ const CompiledGrammar::StateMask& CompiledGrammar::state_mask_locked(uint32_t st
   m->bits.assign((vocab_->size() + 63) / 64, 0);
   const std::vector<Frame> bottom{{0, 0}};
   const uint32_t cfg = walks_->intern(Walks::encode({{state, 0}}, bottom));
-  TrieWalker w{grammar_, *vocab_, *walks_, m->bits, &m->cd_nodes};
+  TrieWalker w{grammar_, *vocab_, *walks_, m->bits, &m->cd_nodes, &m->end_bits};
   w.walk(0, cfg, false);
   if (!signature.empty()) vocab_->share_mask(signature, m);
   return *masks_.emplace(state, std::move(m)).first->second;
@@ -372,10 +379,16 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
     const StateMask& sm = state_mask_locked(h.state);
     for (size_t w = 0; w < bits.size(); ++w) bits[w] |= sm.bits[w];
     if (sm.cd_nodes.empty()) continue;
+    if (h.frame == 0) {
+      // Nothing below: the rule's end is the grammar's, after which no byte comes, so the walk with the
+      // real stack would add exactly the tokens that end it (free text that may stop anywhere: no walk).
+      for (size_t w = 0; w < sm.end_bits.size(); ++w) bits[w] |= sm.end_bits[w];
+      continue;
+    }
     // Where the state's rule returns, the real stack decides: replay the bytes down to the node, then walk
     // its subtree.
     const uint32_t start = walks_->intern(Walks::encode({h}, frames));
-    TrieWalker walker{grammar_, v, *walks_, bits, nullptr};
+    TrieWalker walker{grammar_, v, *walks_, bits, nullptr, nullptr};
     for (uint32_t c : sm.cd_nodes) {
       path.clear();
       for (uint32_t n = c; n != 0; n = v.nodes()[n].parent) path.push_back(v.nodes()[n].byte);
@@ -563,6 +576,80 @@ size_t GrammarMatcher::restrict_to_budget(std::vector<uint64_t>& bits, uint32_t 
     }
   }
   return count;
+}
+
+std::string GrammarMatcher::shortest_completion() const {
+  std::string out;
+  if (ended_ || !compiled_) return out;
+  const auto& d = compiled_->distances();
+  GrammarMatcher m = *this;
+  while (!m.accepting_ && !m.heads_.empty()) {
+    const uint32_t target = m.min_completion_bytes();
+    // Any byte on a shortest path will do: a letter, else a digit, else anything printable reads better
+    // than a tab or a control byte.
+    int next = -1, rank = 4;
+    for (const Head& h : m.heads_) {
+      uint64_t below = 0;
+      for (uint32_t f = h.frame; f != 0; f = m.frames_[f].parent) below += d[m.frames_[f].ret];
+      const Grammar::State& st = g().states[h.state];
+      for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) {
+        if (1 + d[g().edges[e].to] + below != target) continue;
+        const int lo = g().edges[e].lo, hi = g().edges[e].hi;
+        const int picks[3] = {'a', '0', std::max(lo, 0x21)};
+        for (int r = 0; r < 3 && r < rank; ++r) {
+          if (lo <= picks[r] && picks[r] <= hi && picks[r] < 0x7F) {
+            next = picks[r];
+            rank = r;
+          }
+        }
+        if (next < 0) next = lo;
+      }
+    }
+    if (next < 0 || !m.advance(std::string(1, static_cast<char>(next)))) break;  // no completion at all
+    out.push_back(static_cast<char>(next));
+  }
+  return out;
+}
+
+std::vector<int32_t> GrammarMatcher::shortest_completion_tokens() const {
+  return compiled_ ? compiled_->vocab().fewest_tokens(shortest_completion()) : std::vector<int32_t>{};
+}
+
+std::vector<int32_t> TokenVocab::fewest_tokens(std::string_view text) const {
+  // best[i]: fewest tokens spelling text[i..]; choice[i]: the first of them. Filled from the end, each
+  // position walking the trie along the text.
+  const size_t n = text.size();
+  constexpr uint32_t kNone = UINT32_MAX;
+  std::vector<uint32_t> best(n + 1, kNone);
+  std::vector<int32_t> choice(n + 1, -1);
+  best[n] = 0;
+  for (size_t i = n; i-- > 0;) {
+    uint32_t node = 0;
+    for (size_t j = i; j < n; ++j) {
+      uint32_t child = UINT32_MAX;
+      for (uint32_t e = nodes_[node].edges_begin; e < nodes_[node].edges_end; ++e) {
+        if (nodes_[children_[e]].byte == static_cast<uint8_t>(text[j])) {
+          child = children_[e];
+          break;
+        }
+      }
+      if (child == UINT32_MAX) break;
+      node = child;
+      const Node& nd = nodes_[node];
+      if (nd.tokens_begin != nd.tokens_end && best[j + 1] != kNone && best[j + 1] + 1 < best[i]) {
+        best[i] = best[j + 1] + 1;
+        choice[i] = tokens_[nd.tokens_begin];
+      }
+    }
+  }
+  std::vector<int32_t> out;
+  if (best[0] == kNone) return out;
+  for (size_t i = 0; i < n;) {
+    const int32_t id = choice[i];
+    out.push_back(id);
+    i += bytes_[static_cast<size_t>(id)].size();
+  }
+  return out;
 }
 
 bool grammar_matches(const Grammar& grammar, std::string_view text) {

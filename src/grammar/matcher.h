@@ -28,6 +28,9 @@ namespace spark::grammar {
 struct StateMask {
   std::vector<uint64_t> bits;
   std::vector<uint32_t> cd_nodes;
+  // The tokens after which the state's rule has just ended (empty when none): with nothing on the stack
+  // (the grammar's end), bits | end_bits is the whole mask, and cd_nodes need no walk.
+  std::vector<uint64_t> end_bits;
 };
 
 // The tokenizer's vocabulary as bytes, in a trie numbered in depth-first order (a subtree is a contiguous
@@ -55,6 +58,8 @@ class TokenVocab {
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<uint32_t>& children() const { return children_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
+  // The fewest tokens whose bytes, in order, spell `text` exactly (empty when none can, or text is empty).
+  std::vector<int32_t> fewest_tokens(std::string_view text) const;
 
   // State masks shared by every grammar on this vocabulary, keyed by the structure they depend on (the
   // automaton reachable from the state, canonically numbered): a plain string's contents are walked once per
@@ -146,6 +151,11 @@ class GrammarMatcher {
   // (each token is run through a copy of the matcher: meant for the last few steps of a budget). Returns
   // the number allowed.
   size_t restrict_to_budget(std::vector<uint64_t>& bits, uint32_t bytes_after) const;
+  // The bytes of one shortest completion (empty when the grammar can end now).
+  std::string shortest_completion() const;
+  // That completion in the fewest tokens of the vocabulary: the plan a budget too tight for one token a
+  // byte follows (multi-byte tokens such as the tool-call tags make it far shorter than its bytes).
+  std::vector<int32_t> shortest_completion_tokens() const;
 
  private:
   const Grammar& g() const { return *grammar_ptr_; }

@@ -95,7 +95,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   const auto grammar = r.structured ? compile_structured_output(*r.structured, ctx.grammar_vocab) : nullptr;
   submit_all(
       *g, r, prompt.ids,
-      [&] { return make_chat_logits_processor(r, prompt.thinking, *ctx.tokenizer, ctx.constraint_vocab, eos, grammar); },
+      [&] { return make_chat_logits_processor(r, prompt.thinking, *ctx.tokenizer, ctx.tool_vocab, eos, grammar); },
       [&] {
         ChoiceConfig c;
         c.stop = r.stop;

@@ -1,6 +1,6 @@
 // Per-request logits processors built from a chat request: a reasoning budget that forces </think>
-// once the budget is spent, constrained decoding of a valid tool call for tool_choice "required"
-// or a named function, and structured outputs (a grammar from src/grammar) after the reasoning.
+// once the budget is spent, then a grammar from src/grammar: the tool-call syntax around the tools' schemas
+// (tool_choice "required" or a named function; strict tools under "auto") or a structured output.
 #pragma once
 
 #include <memory>
@@ -13,13 +13,15 @@ namespace spark {
 
 namespace grammar {
 class CompiledGrammar;
-}
-class ConstraintVocab;
+class TokenVocab;
+}  // namespace grammar
 
-// Null when the request needs no processing. `thinking`: the prompt opened a <think> block.
+// Null when the request needs no processing. `thinking`: the prompt opened a <think> block. `tool_vocab`:
+// the vocabulary tool-call grammars are compiled for (the tool-call tags as their tokens); `grammar`: the
+// request's structured output, if any. A tool schema the engine cannot enforce: ApiError 400.
 std::shared_ptr<LogitsProcessor> make_chat_logits_processor(
     const ChatRequest& req, bool thinking, const Tokenizer& tokenizer,
-    const std::shared_ptr<const ConstraintVocab>& vocab, int eos_token_id,
+    const std::shared_ptr<const grammar::TokenVocab>& tool_vocab, int eos_token_id,
     std::shared_ptr<const grammar::CompiledGrammar> grammar = nullptr);
 
 // Structured outputs for a request without chat or thinking (completions): the grammar's masks, steered to

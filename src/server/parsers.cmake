@@ -1,11 +1,7 @@
-# Output parsers (reasoning split, tool calls) and the tool-call constraint: no HTTP dependency, so they are
-# unit-tested on their own and shared by the streaming and non-streaming paths.
+# Output parsers (reasoning split, tool calls): no HTTP dependency, so they are unit-tested on their own and
+# shared by the streaming and non-streaming paths.
 add_library(spark_parsers STATIC
   ${CMAKE_CURRENT_LIST_DIR}/reasoning_parser.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/tool_call_constraint.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/tool_call_constraint_grammar.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/tool_call_constraint_state.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/tool_call_constraint_vocab.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tool_call_parser.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tool_call_parser_json.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tool_call_parser_recovery.cpp

@@ -261,7 +261,7 @@ void handle_responses_create(ServerContext& ctx, const httplib::Request& req, ht
   submit_all(
       *g, chat, prompt.ids,
       [&] {
-        return make_chat_logits_processor(chat, prompt.thinking, *ctx.tokenizer, ctx.constraint_vocab, eos,
+        return make_chat_logits_processor(chat, prompt.thinking, *ctx.tokenizer, ctx.tool_vocab, eos,
                                           grammar);
       },
       [&] {

@@ -18,7 +18,6 @@
 #include "server/http_server.h"
 #include "server/server_context.h"
 #include "server/shutdown_signals.h"
-#include "server/tool_call_constraint.h"
 #include "spark/error.h"
 
 namespace spark {
@@ -91,8 +90,8 @@ int run_server(ServerOptions o) {
     struct TextSide {
       std::unique_ptr<Tokenizer> tokenizer;
       std::unique_ptr<PromptBuilder> prompts;
-      std::shared_ptr<const ConstraintVocab> constraint_vocab;
       std::shared_ptr<const grammar::TokenVocab> grammar_vocab;
+      std::shared_ptr<const grammar::TokenVocab> tool_vocab;
     };
     const ModelConfig& cfg = checkpoint->config();
     if (o.generation_config == "auto") ctx->generation = load_generation_config(dir);
@@ -116,14 +115,21 @@ int run_server(ServerOptions o) {
         if (t.tokenizer->contains(id))
           texts[static_cast<size_t>(id)] = std::string(t.tokenizer->token_bytes(id));
       }
-      // Structured outputs never pick an added token (chat markers, <think>, <tool_call>...) for its text.
-      std::vector<std::string> grammar_texts(texts.size());
+      // Structured outputs never pick an added token (chat markers, <think>, <tool_call>...) for its text;
+      // tool-call grammars pick the tool-call tags as the model writes them, as their own tokens.
+      std::vector<std::string> grammar_texts(texts.size()), tool_texts(texts.size());
       for (int32_t id = 0; id < cfg.vocab_size; ++id) {
-        if (t.tokenizer->contains(id) && !t.tokenizer->is_added(id))
-          grammar_texts[static_cast<size_t>(id)] = texts[static_cast<size_t>(id)];
+        const auto i = static_cast<size_t>(id);
+        if (!t.tokenizer->contains(id)) continue;
+        if (!t.tokenizer->is_added(id)) {
+          grammar_texts[i] = tool_texts[i] = texts[i];
+        } else if (texts[i] == "<tool_call>" || texts[i] == "</tool_call>" || texts[i] == "<arg_key>" ||
+                   texts[i] == "</arg_key>" || texts[i] == "<arg_value>" || texts[i] == "</arg_value>") {
+          tool_texts[i] = texts[i];
+        }
       }
       t.grammar_vocab = std::make_shared<const grammar::TokenVocab>(std::move(grammar_texts), eos_ids);
-      t.constraint_vocab = std::make_shared<const ConstraintVocab>(std::move(texts), eos_ids);
+      t.tool_vocab = std::make_shared<const grammar::TokenVocab>(std::move(tool_texts), eos_ids);
       return t;
     });
     ModelOptions mo;
@@ -139,8 +145,8 @@ int run_server(ServerOptions o) {
     TextSide text = text_side.get();
     ctx->tokenizer = std::move(text.tokenizer);
     ctx->prompts = std::move(text.prompts);
-    ctx->constraint_vocab = std::move(text.constraint_vocab);
     ctx->grammar_vocab = std::move(text.grammar_vocab);
+    ctx->tool_vocab = std::move(text.tool_vocab);
     ctx->served_model_name = !o.served_model_name.empty() ? o.served_model_name
                              : o.model_dir.empty()        ? "spark-demo"
                              // A repo id is its own name (as vLLM), not the snapshot's revision hash.

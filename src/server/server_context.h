@@ -17,7 +17,6 @@
 namespace spark {
 
 class SparkModel;
-class ConstraintVocab;
 
 struct ServerOptions {
   std::string model_dir;
@@ -54,8 +53,8 @@ struct ServerContext {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<PromptBuilder> prompts;
-  std::shared_ptr<const ConstraintVocab> constraint_vocab;  // token texts, for constrained decoding
-  std::shared_ptr<const grammar::TokenVocab> grammar_vocab;  // the same for structured outputs (no specials)
+  std::shared_ptr<const grammar::TokenVocab> grammar_vocab;  // token texts for structured outputs (no specials)
+  std::shared_ptr<const grammar::TokenVocab> tool_vocab;     // the same plus the tool-call tags, for tool calls
   GenerationConfig generation;  // request defaults from generation_config.json (empty with --generation-config none)
   ServerMetrics metrics;
   std::unique_ptr<ResponseStore> responses;  // /v1/responses store (previous_response_id, GET, DELETE)

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "grammar/json_schema.h"
+#include "grammar/tool_call.h"
 #include "server/api_error.h"
 #include "server/request_fields.h"
 #include "spark/error.h"
@@ -169,6 +170,52 @@ std::shared_ptr<const grammar::CompiledGrammar> compile_structured_output(
     }
   } catch (const Error& e) {
     throw ApiError::bad_request(std::string("'") + so.param + "' cannot be enforced: " + e.what(), so.param);
+  }
+  auto compiled = std::make_shared<const grammar::CompiledGrammar>(std::move(g), vocab);
+  cache().put(key, compiled);
+  return compiled;
+}
+
+std::shared_ptr<const grammar::CompiledGrammar> compile_tool_call_grammar(
+    const ordered_json& tools, bool forced, const std::string& forced_name, bool parallel,
+    const std::shared_ptr<const grammar::TokenVocab>& vocab) {
+  if (!tools.is_array() || tools.empty()) {
+    if (forced) bad("tools", "are required by tool_choice");
+    return nullptr;
+  }
+  std::vector<grammar::ToolSchema> list;
+  bool any_strict = false;
+  for (const auto& t : tools) {
+    const ordered_json* fn = t.is_object() ? field(t, "function") : nullptr;
+    const ordered_json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+    if (!name || !name->is_string()) continue;
+    if (!forced_name.empty() && name->get_ref<const std::string&>() != forced_name) continue;
+    const ordered_json* strict = field(*fn, "strict");
+    const bool is_strict = strict && strict->is_boolean() && strict->get<bool>();
+    any_strict = any_strict || is_strict;
+    const ordered_json* params = field(*fn, "parameters");
+    list.push_back({name->get<std::string>(), params ? *params : ordered_json(), forced || is_strict});
+  }
+  if (list.empty()) {
+    if (!forced_name.empty()) bad("tool_choice", "names '" + forced_name + "', which is not among the tools");
+    if (forced) bad("tools", "hold no function to call");
+    return nullptr;
+  }
+  if (!forced && !any_strict) return nullptr;
+  std::string key = std::to_string(reinterpret_cast<uintptr_t>(vocab.get())) + "\x1ftools\x1f" +
+                    (forced ? "F" : "A") + (parallel ? "P" : "1");
+  for (const auto& t : list) key += "\x1f" + t.name + (t.schema ? "\x1e" + t.parameters.dump() : "");
+  if (auto g = cache().get(key)) return g;
+  grammar::ToolCallGrammarOptions options;
+  options.free_text = !forced;
+  options.parallel = parallel;
+  options.json.max_whitespace = 2;  // as for structured outputs: few whitespace bytes
+  grammar::Grammar g;
+  try {
+    g = grammar::tool_call_grammar(list, options);
+  } catch (const Error& e) {
+    throw ApiError::bad_request(std::string("cannot constrain decoding to these tools: ") + e.what(),
+                                "tools");
   }
   auto compiled = std::make_shared<const grammar::CompiledGrammar>(std::move(g), vocab);
   cache().put(key, compiled);

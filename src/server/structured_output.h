@@ -30,4 +30,13 @@ std::optional<StructuredOutput> parse_structured_output(const nlohmann::ordered_
 std::shared_ptr<const grammar::CompiledGrammar> compile_structured_output(
     const StructuredOutput& so, const std::shared_ptr<const grammar::TokenVocab>& vocab);
 
+// The tool-call grammar (cached) for a request's OpenAI `tools`: with `forced` (tool_choice "required", or
+// `forced_name` for a named function) the output is the call(s) alone, every tool's arguments held to its
+// schema; otherwise (tool_choice "auto") text is free until `<tool_call>`, strict tools' arguments are held
+// to their schemas and other tools' calls only to the syntax, and null comes back when no tool is strict.
+// `parallel` false: one call at most. A schema the engine cannot enforce: ApiError 400 naming it.
+std::shared_ptr<const grammar::CompiledGrammar> compile_tool_call_grammar(
+    const nlohmann::ordered_json& tools, bool forced, const std::string& forced_name, bool parallel,
+    const std::shared_ptr<const grammar::TokenVocab>& vocab);
+
 }  // namespace spark
