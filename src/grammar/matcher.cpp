@@ -159,6 +159,7 @@ struct CompiledGrammar::Walks {
   // Per configuration and class: ((next configuration + 1, 0 when no head survives) << 1) | (the bottom
   // frame's rule ended), or -1 when not computed yet.
   std::vector<int32_t> trans;
+  std::vector<uint32_t> need;  // per configuration: fewest bytes to the grammar's end, UINT32_MAX unknown
   std::vector<Head> heads, out;
   std::vector<Frame> frames;
 
@@ -203,6 +204,7 @@ struct CompiledGrammar::Walks {
     ids.emplace(key, id);
     keys.push_back(std::move(key));
     trans.resize(trans.size() + classes, -1);
+    need.push_back(UINT32_MAX);
     return id;
   }
 
@@ -222,10 +224,29 @@ struct CompiledGrammar::Walks {
     return v;
   }
 
+  // A real-stack configuration's fewest bytes to the grammar's end (one byte, then each head's way out).
+  uint32_t need_of(const Grammar& g, const std::vector<uint32_t>& d, uint32_t cfg) {
+    if (need[cfg] != UINT32_MAX) return need[cfg];
+    decode(keys[cfg]);
+    uint64_t best = UINT32_MAX / 2;
+    for (const Head& h : heads) {
+      const Grammar::State& st = g.states[h.state];
+      uint64_t step = UINT32_MAX / 4;
+      for (uint32_t e = st.edges_begin; e < st.edges_end; ++e)
+        step = std::min<uint64_t>(step, d[g.edges[e].to]);
+      uint64_t total = 1 + step;
+      for (uint32_t f = h.frame; f != 0; f = frames[f].parent) total += d[frames[f].ret];
+      best = std::min(best, total);
+    }
+    need[cfg] = static_cast<uint32_t>(std::min<uint64_t>(best, UINT32_MAX - 1));
+    return need[cfg];
+  }
+
   void clear() {
     ids.clear();
     keys.clear();
     trans.clear();
+    need.clear();
   }
 };
 
@@ -406,6 +427,52 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
   }
 }
 
+size_t CompiledGrammar::keep_within(const std::vector<Head>& heads, const std::vector<Frame>& frames,
+                                    std::vector<uint64_t>& bits, uint32_t bytes) const {
+  const std::vector<uint32_t>& d = distances();
+  std::lock_guard<std::mutex> lock(mutex_);
+  constexpr size_t kMaxConfigurations = 200000;
+  if (walks_->keys.size() > kMaxConfigurations) walks_->clear();
+  const TokenVocab& v = *vocab_;
+  std::vector<uint64_t> keep(bits.size(), 0);
+  for (int32_t id : v.end_ids()) {
+    if ((bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1)
+      keep[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+  }
+  // Depth-first over the trie with the configuration after each prefix (cached transitions): a token is
+  // kept when the grammar can end right after it or its configuration is within `bytes` of the end.
+  struct Item {
+    uint32_t node, cfg;
+  };
+  std::vector<Item> todo{{0, walks_->intern(Walks::encode(heads, frames))}};
+  while (!todo.empty()) {
+    const Item it = todo.back();
+    todo.pop_back();
+    const auto& n = v.nodes()[it.node];
+    for (uint32_t e = n.edges_begin; e < n.edges_end; ++e) {
+      const uint32_t c = v.children()[e];
+      const int32_t t = walks_->step(grammar_, it.cfg, v.nodes()[c].byte);
+      const auto next = static_cast<uint32_t>(t) >> 1;
+      if (next == 0 && !(t & 1)) continue;
+      const bool fits = (t & 1) || walks_->need_of(grammar_, d, next - 1) <= bytes;
+      if (fits) {
+        const auto& cn = v.nodes()[c];
+        for (uint32_t k = cn.tokens_begin; k < cn.tokens_end; ++k) {
+          const auto id = static_cast<uint32_t>(v.tokens()[k]);
+          keep[id >> 6] |= bits[id >> 6] & (uint64_t{1} << (id & 63));
+        }
+      }
+      if (next) todo.push_back({c, next - 1});
+    }
+  }
+  size_t count = 0;
+  for (size_t w = 0; w < bits.size(); ++w) {
+    bits[w] = keep[w];
+    count += static_cast<size_t>(std::popcount(bits[w]));
+  }
+  return count;
+}
+
 const std::vector<uint32_t>& CompiledGrammar::distances() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!distances_.empty()) return distances_;
@@ -556,26 +623,8 @@ size_t GrammarMatcher::restrict_to_shortest(std::vector<uint64_t>& bits) const {
 }
 
 size_t GrammarMatcher::restrict_to_budget(std::vector<uint64_t>& bits, uint32_t bytes_after) const {
-  const TokenVocab& v = compiled_->vocab();
-  size_t count = 0;
-  for (size_t w = 0; w < bits.size(); ++w) {
-    for (uint64_t word = bits[w]; word != 0; word &= word - 1) {
-      const auto id = static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(word)));
-      bool keep = false;
-      if (std::find(v.end_ids().begin(), v.end_ids().end(), id) != v.end_ids().end()) {
-        keep = true;  // an end token (in the mask only when the grammar can end)
-      } else {
-        GrammarMatcher after = *this;
-        keep = after.advance(v.bytes(id)) && after.min_completion_bytes() <= bytes_after;
-      }
-      if (keep) {
-        ++count;
-      } else {
-        bits[w] &= ~(uint64_t{1} << (id & 63));
-      }
-    }
-  }
-  return count;
+  if (ended_) return 0;
+  return compiled_->keep_within(heads_, frames_, bits, bytes_after);
 }
 
 std::string GrammarMatcher::shortest_completion() const {

@@ -103,6 +103,10 @@ class CompiledGrammar {
             std::vector<uint64_t>& bits) const;
   ~CompiledGrammar();
   struct Walks;
+  // Clears the tokens of `bits` after which the grammar can no longer end within `bytes` bytes (end tokens
+  // stay as they are); one trie walk over cached transitions. Returns the number left.
+  size_t keep_within(const std::vector<Head>& heads, const std::vector<Frame>& frames,
+                     std::vector<uint64_t>& bits, uint32_t bytes) const;
   // Per state, the fewest bytes that reach the end of its rule (calls included); computed on first use.
   const std::vector<uint32_t>& distances() const;
 
@@ -148,8 +152,7 @@ class GrammarMatcher {
   // finishes within min_completion_bytes() + 1 tokens. Returns the number allowed.
   size_t restrict_to_shortest(std::vector<uint64_t>& bits) const;
   // Narrows `bits` to the tokens after which the grammar can still complete within `bytes_after` bytes
-  // (each token is run through a copy of the matcher: meant for the last few steps of a budget). Returns
-  // the number allowed.
+  // (one walk of the vocabulary trie with the real stack, as fill_mask's). Returns the number allowed.
   size_t restrict_to_budget(std::vector<uint64_t>& bits, uint32_t bytes_after) const;
   // The bytes of one shortest completion (empty when the grammar can end now).
   std::string shortest_completion() const;

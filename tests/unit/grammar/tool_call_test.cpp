@@ -217,6 +217,21 @@ TEST(ToolCallGrammar, MasksEqualTheSlowReferenceOnRandomWalks) {
         }
         ASSERT_EQ(n, allowed.size());
         ASSERT_FALSE(allowed.empty()) << text;
+        // The budget filter against its reference: each allowed token run through a copy of the matcher.
+        for (uint32_t budget : {0u, 3u, 25u}) {
+          std::vector<uint64_t> narrowed = bits;
+          const size_t kept = m.restrict_to_budget(narrowed, budget);
+          size_t expected = 0;
+          for (int32_t id : allowed) {
+            GrammarMatcher after = m;
+            const bool keep =
+                id == kEnd || (after.advance(vocab->bytes(id)) && after.min_completion_bytes() <= budget);
+            expected += keep ? 1 : 0;
+            ASSERT_EQ(bit(narrowed, id), keep)
+                << "budget " << budget << " token '" << vocab->bytes(id) << "' after " << text;
+          }
+          ASSERT_EQ(kept, expected);
+        }
         // Prefer the tags and words now and then, so walks get into the calls.
         int32_t pick = allowed[rng() % allowed.size()];
         for (int tries = 0; tries < 8 && vocab->bytes(pick).size() < 2; ++tries)
