@@ -19,6 +19,7 @@ enum class Kernel {
   kW4A8Avx512,
   kW4A16Avx2,
   kW4A16Avx512,
+  kW4A16Bf16Avx512,
   kInt8Amx,
   kW4A8Amx,
   kBf16DotAvx512,
@@ -56,6 +57,7 @@ Kernel select_kernel(WeightFormat format, int64_t m, Isa isa, bool bf16_activati
       if (amx_tiles && m >= kW4A8AmxMinRows) return Kernel::kW4A8Amx;
       return avx512 ? Kernel::kW4A8Avx512 : Kernel::kW4A8Avx2;
     case WeightFormat::kW4A16:
+      if (avx512 && cpu_features().avx512_bf16) return Kernel::kW4A16Bf16Avx512;
       return avx512 ? Kernel::kW4A16Avx512 : Kernel::kW4A16Avx2;
   }
   throw Error("select_gemm: unknown weight format");
@@ -81,6 +83,8 @@ GemmFn kernel_fn(Kernel k) {
       return gemm_w4a16_avx2;
     case Kernel::kW4A16Avx512:
       return gemm_w4a16_avx512;
+    case Kernel::kW4A16Bf16Avx512:
+      return gemm_w4a16_bf16_avx512;
     case Kernel::kInt8Amx:
       return gemm_int8_amx;
     case Kernel::kW4A8Amx:
@@ -151,6 +155,11 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
               rows +
                   "; each task unpacks its weight blocks to bytes once, tdpbsud per group of "
                   "128, zero point via activation group sums"};
+    case Kernel::kW4A16Bf16Avx512:
+      return {std::string("w4a16 avx512-bf16 ") + (decode ? "gemv" : "tiles"),
+              rows + "; nibbles turned into bf16 in registers (vpermq, vpshufb, vpternlogd), vdpbf16ps on " +
+                  "bf16 activations, per group 16 scale * sum(x*(1+q/16)) + (min - 16 scale) * sum(x)" +
+                  (decode ? "" : "; 8x32 tiles unpack each line once per 8 rows")};
     case Kernel::kW4A16Avx2:
     case Kernel::kW4A16Avx512: {
       const std::string isa_word = isa >= Isa::kAvx512 ? " avx512" : " avx2";

@@ -36,6 +36,9 @@ void gemm_w4a8_avx512(const float* x, int64_t m, const QuantizedWeight& w, float
                       ThreadPool& pool);
 void gemm_w4a16_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                        ThreadPool& pool);
+// kW4A16 on AVX512-BF16: nibbles turned into bf16 in registers, vdpbf16ps for decode and prefill tiles.
+void gemm_w4a16_bf16_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                            ThreadPool& pool);
 
 // kBF16 with bf16_activations on AVX512-BF16 (vdpbf16ps).
 void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,

@@ -3,7 +3,8 @@
 //   kInt8  acc = Σ_k xq[k] · wq[n, k] (s32);       y = (f32(acc) · wscale[n]) · xscale
 //   kW4A8  acc_g = Σ_{k in g} xq[k] · (q[n, k] - 8); t = fma(f32(acc_g), scale[n, g], t) for g = 0, 1, ...;
 //          y = t · xscale
-// The float formats (and kW4A16, whose fast kernels reassociate freely) accumulate in double.
+// The float formats (and kW4A16, whose fast kernels reassociate freely) accumulate in double; kW4A16
+// multiplies the activations rounded to bf16 (round to nearest even), as every tier's kernels do.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -56,9 +57,13 @@ void gemm_ref_rows(const float* x, int64_t m, const QuantizedWeight& w, const Qu
       }
       default: {
         dequantize_row(w, n, frow.data());
+        const bool round_x = w.format == WeightFormat::kW4A16;
         for (int64_t i = 0; i < m; ++i) {
           double acc = 0.0;
-          for (int64_t kk = 0; kk < k; ++kk) acc += static_cast<double>(x[i * k + kk]) * frow[kk];
+          for (int64_t kk = 0; kk < k; ++kk) {
+            const float xv = round_x ? bf16_to_f32(f32_to_bf16(x[i * k + kk])) : x[i * k + kk];
+            acc += static_cast<double>(xv) * frow[kk];
+          }
           y[i * ldy + n] = static_cast<float>(acc);
         }
         break;

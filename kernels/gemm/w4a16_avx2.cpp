@@ -1,6 +1,6 @@
-// AVX2 kernels of kW4A16 (w = q · scale + min per group of 128, f32 activations); same two shapes as
-// w4a16_avx512.cpp: per-group Σ x·q in registers for decode, dequantized f32 panels (one 16-row block is
-// exactly one panel of panel_avx2.h) for prefill.
+// AVX2 kernels of kW4A16 (w = q · scale + min per group of 128, activations rounded to bf16 and held in
+// f32); same two shapes as w4a16_avx512.cpp: per-group Σ x·q in registers for decode, dequantized f32
+// panels (one 16-row block is exactly one panel of panel_avx2.h) for prefill.
 #include <immintrin.h>
 
 #include <cstring>
@@ -30,6 +30,22 @@ inline void store_lanes(float* dst, __m256 v, int64_t valid) {
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     _mm256_maskstore_ps(dst, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)), lanes), v);
   }
+}
+
+inline __m256 load_partial(const float* p, int64_t valid) {
+  alignas(32) float t[8] = {};
+  for (int64_t j = 0; j < valid && j < 8; ++j) t[j] = p[j];
+  return _mm256_load_ps(t);
+}
+
+// bf16(v) widened back to f32: round to nearest even as f32_to_bf16 (NaN stays a quiet NaN).
+inline __m256 round_to_bf16(__m256 v) {
+  const __m256i b = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+  const __m256i r = _mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m256i out = _mm256_blendv_epi8(r, _mm256_or_si256(b, _mm256_set1_epi32(0x400000)), nan);
+  return _mm256_castsi256_ps(_mm256_and_si256(out, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
 struct W4A16Kernel {
@@ -128,16 +144,17 @@ struct W4A16Packer {
 
 void gemm_w4a16_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                      ThreadPool& pool) {
-  // The kernels read whole groups: give them x with zero columns up to k_pad.
-  const float* xp = x;
-  if (w.k != w.k_pad) {
-    auto* padded = static_cast<float*>(scratch(1, static_cast<size_t>(m * w.k_pad) * sizeof(float)));
-    for (int64_t i = 0; i < m; ++i) {
-      std::memcpy(padded + i * w.k_pad, x + i * w.k, static_cast<size_t>(w.k) * sizeof(float));
-      std::memset(padded + i * w.k_pad + w.k, 0, static_cast<size_t>(w.k_pad - w.k) * sizeof(float));
+  // The kernels read whole groups: x is copied with zero columns up to k_pad, rounded to bf16 (kW4A16's
+  // activations).
+  auto* padded = static_cast<float*>(scratch(1, static_cast<size_t>(m * w.k_pad) * sizeof(float)));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t kk = 0; kk < w.k_pad; kk += 8) {
+      const __m256 v =
+          kk + 8 <= w.k ? _mm256_loadu_ps(x + i * w.k + kk) : load_partial(x + i * w.k + kk, w.k - kk);
+      _mm256_storeu_ps(padded + i * w.k_pad + kk, round_to_bf16(v));
     }
-    xp = padded;
   }
+  const float* xp = padded;
   if (m > kDecodeMaxM) {
     // Panels are whole 16-row blocks, so n is rounded up to n_pad here; columns past w.n are not stored.
     avx2::panel_gemm(xp, m, w.k_pad, w.n, w.k_pad, y, ldy, pool, W4A16Packer{w});

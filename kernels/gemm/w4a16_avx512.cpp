@@ -1,4 +1,6 @@
-// AVX-512 kernels of kW4A16 (w = q · scale + min per group of 128, f32 activations).
+// AVX-512 kernels of kW4A16 (w = q · scale + min per group of 128, activations rounded to bf16) for CPUs
+// without AVX512-BF16 (w4a16_bf16_avx512.cpp has the vdpbf16ps kernels); the rounded activations are held
+// in f32.
 //  - decode (m <= kDecodeMaxM): per group, Σ_k x·q is accumulated in f32 with q widened in registers (a
 //    vpermps lookup turns a nibble into its float directly), then y += scale · Σ x·q + min · Σ x: one FMA
 //    per weight and no dequantized copy, so the kernel streams 4.25 bits per weight.
@@ -10,6 +12,7 @@
 #include <cstring>
 
 #include "cpu/unroll.h"
+#include "gemm/bf16_round_avx512.h"
 #include "gemm/gemm_isa.h"
 #include "gemm/tile_driver.h"
 #include "gemm_float/panel_avx512.h"
@@ -130,20 +133,24 @@ struct W4A16Packer {
   }
 };
 
+// x [m][k] -> [m][k_pad] f32 holding the bf16-rounded values, zero past k. Scratch slot 1.
+const float* rounded_activations(const float* x, int64_t m, int64_t k, int64_t k_pad) {
+  auto* out = static_cast<float*>(scratch(1, static_cast<size_t>(m * k_pad) * sizeof(float)));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t kk = 0; kk < k_pad; kk += 16) {
+      const __m512 v = _mm512_maskz_loadu_ps(avx512::lanes_mask(k - kk), x + i * k + kk);
+      _mm512_store_ps(out + i * k_pad + kk, _mm512_castsi512_ps(round_to_bf16(v)));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void gemm_w4a16_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                        ThreadPool& pool) {
-  // The kernels read whole groups: give them x with zero columns up to k_pad.
-  const float* xp = x;
-  if (w.k != w.k_pad) {
-    auto* padded = static_cast<float*>(scratch(1, static_cast<size_t>(m * w.k_pad) * sizeof(float)));
-    for (int64_t i = 0; i < m; ++i) {
-      std::memcpy(padded + i * w.k_pad, x + i * w.k, static_cast<size_t>(w.k) * sizeof(float));
-      std::memset(padded + i * w.k_pad + w.k, 0, static_cast<size_t>(w.k_pad - w.k) * sizeof(float));
-    }
-    xp = padded;
-  }
+  // The kernels read whole groups: x is copied with zero columns up to k_pad, rounded to bf16.
+  const float* xp = rounded_activations(x, m, w.k, w.k_pad);
   if (m > kDecodeMaxM) {
     avx512::panel_gemm(xp, m, w.k_pad, w.n, w.k_pad, y, ldy, pool, W4A16Packer{w});
     return;

@@ -10,7 +10,9 @@
 //           f16 scale per group, activations quantized per token to int8, integer dot product per group
 //           (4.125).
 //   kW4A16  4-bit asymmetric weights, groups of 128 along K (w = q · scale + min, both f16, chosen per
-//           group by a clipping search), f32 activations; weights are widened in registers (4.25).
+//           group by a clipping search), activations rounded to bf16 at each call (relative 2^-9, far
+//           below the weights' 4 bits) so AVX512-BF16 CPUs multiply with vdpbf16ps; every tier rounds
+//           them the same way (4.25).
 //
 // Packed layouts (what a pre-quantized file stores; every tensor is little-endian and dense). All
 // quantized formats pad N to n_pad = a multiple of 16 (rows of zeros) and K to k_pad (a multiple of 64

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "gemm/dispatch.h"
+#include "gemm/gemm_isa.h"
 #include "kernel_test_util.h"
+#include "util/half.h"
 
 namespace spark::kernels {
 
@@ -97,6 +99,144 @@ INSTANTIATE_TEST_SUITE_P(AllTiers, GemmTierTest,
                                                               Isa::kAmx),
                                             ::testing::ValuesIn(all_formats())),
                          tier_test_name);
+
+// Every W4A16 kernel body called directly (the dispatcher picks only one per CPU): vdpbf16ps tiles
+// (AVX512-BF16), the f32 AVX-512 fallback and AVX2, at every decode row count 1..8, prefill tiles with
+// row tails, K on both sides of group boundaries and N tails inside a 16-row block and a 4-block task.
+struct W4A16Body {
+  const char* name;
+  GemmFn fn;
+  bool (*available)();
+};
+
+const W4A16Body kW4A16Bodies[] = {
+    {"avx512bf16", gemm_w4a16_bf16_avx512,
+     [] { return cpu_supports(Isa::kAvx512) && cpu_features().avx512_bf16; }},
+    {"avx512", gemm_w4a16_avx512, [] { return cpu_supports(Isa::kAvx512); }},
+    {"avx2", gemm_w4a16_avx2, [] { return cpu_supports(Isa::kAvx2); }},
+};
+
+class W4A16BodyTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(W4A16BodyTest, MatchesReferenceAtGroupBoundariesAndRowTails) {
+  const W4A16Body& body = kW4A16Bodies[GetParam()];
+  if (!body.available()) GTEST_SKIP() << "skipped: CPU lacks " << body.name;
+  std::mt19937 rng(31);
+  ThreadPool pool(3);
+  const std::vector<Shape> shapes = {{16, 127}, {1, 128}, {31, 129}, {65, 256}, {79, 257}, {130, 640}};
+  const std::vector<int64_t> rows = {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 70};
+  for (const Shape& s : shapes) {
+    for (int64_t m : rows) {
+      auto src = test::gaussian_weight(FloatDType::kF32, s.n, s.k, rng, 0.05f);
+      const QuantizedWeight w = quantize_weight(src.w, WeightFormat::kW4A16, pool);
+      std::vector<float> x = test::gaussian_vector(static_cast<size_t>(m * s.k), rng);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t kk = 0; kk < s.k; ++kk) {
+          float& v = x[i * s.k + kk];
+          // Row kinds: plain; a large common offset (Σ x dominates, the case where the kernels' group
+          // offsets cancel); tiny values; magnitudes spread over 2^±20.
+          if (i % 4 == 1) v = 10.0f + v;
+          if (i % 4 == 2) v *= 1e-3f;
+          if (i % 4 == 3) v = std::ldexp(v, static_cast<int>(kk % 41) - 20);
+        }
+      }
+      const int64_t ldy = s.n + 5;
+      std::vector<float> y(static_cast<size_t>(m * ldy), NAN), ref(y.size(), NAN);
+      body.fn(x.data(), m, w, y.data(), ldy, pool);
+      gemm_ref(x.data(), m, w, ref.data(), ldy);
+      std::vector<float> row(static_cast<size_t>(s.k));
+      std::vector<double> abs_dot(static_cast<size_t>(m * s.n), 0.0);
+      for (int64_t j = 0; j < s.n; ++j) {
+        dequantize_row(w, j, row.data());
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t kk = 0; kk < s.k; ++kk)
+            abs_dot[i * s.n + j] += std::fabs(static_cast<double>(x[i * s.k + kk]) * row[kk]);
+        }
+      }
+      const std::string where = std::string(body.name) + " m=" + std::to_string(m) +
+                                " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < ldy; ++j) {
+          if (j < s.n) {
+            ASSERT_TRUE(std::isfinite(y[i * ldy + j])) << where << " (" << i << "," << j << ")";
+          } else {
+            ASSERT_TRUE(std::isnan(y[i * ldy + j])) << where << ": wrote past N";
+          }
+        }
+        // Per row and against Σ_k |x · w| (the scale of f32 rounding in any summation order), so rows
+        // whose outputs cancel to near zero are held to what reassociated f32 arithmetic can give.
+        double err = 0.0, scale = 0.0;
+        for (int64_t j = 0; j < s.n; ++j) {
+          const double d = static_cast<double>(y[i * ldy + j]) - ref[i * ldy + j];
+          err += d * d;
+          scale += abs_dot[i * s.n + j] * abs_dot[i * s.n + j];
+        }
+        EXPECT_LE(err, kFloatNmse * scale) << where << " row " << i;
+      }
+    }
+  }
+}
+
+// One-hot activations read single weight columns back: y[i, n] = w[n, k_i] for the column k_i row i
+// selects, so a kernel that pairs the wrong activation with a nibble fails at that exact k.
+TEST_P(W4A16BodyTest, OneHotRowsReadEachColumn) {
+  const W4A16Body& body = kW4A16Bodies[GetParam()];
+  if (!body.available()) GTEST_SKIP() << "skipped: CPU lacks " << body.name;
+  std::mt19937 rng(32);
+  ThreadPool pool(2);
+  const int64_t n = 40, k = 300;
+  auto src = test::gaussian_weight(FloatDType::kF32, n, k, rng, 0.05f);
+  const QuantizedWeight w = quantize_weight(src.w, WeightFormat::kW4A16, pool);
+  std::vector<float> col(static_cast<size_t>(n * k));
+  for (int64_t j = 0; j < n; ++j) dequantize_row(w, j, col.data() + j * k);
+  for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{8}}) {
+    for (int64_t k0 = 0; k0 < k; k0 += m) {
+      std::vector<float> x(static_cast<size_t>(m * k), 0.0f), y(static_cast<size_t>(m * n), NAN);
+      for (int64_t i = 0; i < m && k0 + i < k; ++i) x[i * k + k0 + i] = 1.0f;
+      body.fn(x.data(), m, w, y.data(), n, pool);
+      for (int64_t i = 0; i < m && k0 + i < k; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          const float want = col[j * k + k0 + i];
+          ASSERT_NEAR(y[i * n + j], want, 1e-5f * std::fabs(want) + 1e-6f)
+              << body.name << " m=" << m << " k=" << k0 + i << " n=" << j;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Bodies, W4A16BodyTest, ::testing::Range(0, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(kW4A16Bodies[info.param].name);
+                         });
+
+// kW4A16 is defined on bf16-rounded activations: the reference's result does not move when x is rounded
+// first, and differs measurably from exact f32 products of the same weights.
+TEST(GemmReference, W4A16RoundsActivationsToBf16) {
+  std::mt19937 rng(33);
+  ThreadPool pool(2);
+  const int64_t n = 24, k = 256, m = 3;
+  auto src = test::gaussian_weight(FloatDType::kF32, n, k, rng, 0.05f);
+  const QuantizedWeight w = quantize_weight(src.w, WeightFormat::kW4A16, pool);
+  std::vector<float> x = test::gaussian_vector(static_cast<size_t>(m * k), rng), xr(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xr[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  std::vector<float> y(static_cast<size_t>(m * n)), yr(y.size()), exact(y.size()),
+      row(static_cast<size_t>(k));
+  gemm_ref(x.data(), m, w, y.data(), n);
+  gemm_ref(xr.data(), m, w, yr.data(), n);
+  for (int64_t j = 0; j < n; ++j) {
+    dequantize_row(w, j, row.data());
+    for (int64_t i = 0; i < m; ++i) {
+      double acc = 0.0;
+      for (int64_t kk = 0; kk < k; ++kk) acc += static_cast<double>(x[i * k + kk]) * row[kk];
+      exact[i * n + j] = static_cast<float>(acc);
+    }
+  }
+  EXPECT_EQ(y, yr);
+  const double rounding = test::nmse(y.data(), exact.data(), m, n, n);
+  EXPECT_GT(rounding, 1e-8);
+  EXPECT_LT(rounding, 1e-4);
+}
 
 // The reference's integer arithmetic is itself checked against f64 products of the dequantized operands:
 // it may only differ by f32 rounding. Operands are full range (every product ±127·127 for int8), the case
