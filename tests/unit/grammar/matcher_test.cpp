@@ -99,6 +99,26 @@ TEST(GrammarMatcher, MasksSharedAcrossGrammarsAndDfaStates) {
   }
 }
 
+// A branch no instance can satisfy is pruned: the mask never offers a prefix that cannot be completed
+// (found by the grammar fuzz harness: `{` and whitespace were allowed, then nothing).
+TEST(GrammarMatcher, UnsatisfiableBranchesOfferNoDeadEnd) {
+  const auto vocab = test_vocab();
+  const std::string unsat =
+      R"({"type": "object", "additionalProperties": false, "properties": {"a": {}}, "minProperties": 2})";
+  std::vector<uint64_t> bits;
+  GrammarMatcher none(std::make_shared<const CompiledGrammar>(compile_json_schema(unsat), vocab));
+  EXPECT_EQ(none.fill_mask(bits), 0u);
+  EXPECT_FALSE(none.advance("{"));
+  const auto g = std::make_shared<const CompiledGrammar>(
+      compile_json_schema(R"({"anyOf": [)" + unsat + R"(, {"type": "integer"}]})"), vocab);
+  GrammarMatcher m(g);
+  m.fill_mask(bits);
+  EXPECT_FALSE(bit(bits, 1 + '{'));
+  EXPECT_TRUE(bit(bits, 1 + '7'));
+  random_walks(R"({"type": "array", "items": {"anyOf": [)" + unsat + R"(, {"type": "boolean"}]}})", 6, 20,
+               vocab);
+}
+
 TEST(GrammarMatcher, MaskOnRecursiveSchema) {
   random_walks(R"({"$defs": {"n": {"type": "object", "properties": {"v": {"type": "integer"},
                  "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "required": ["v"],
