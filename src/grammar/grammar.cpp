@@ -163,6 +163,13 @@ ExprId GrammarBuilder::dfa(DfaTable table, std::vector<ExprId> exits) {
   return add(std::move(n));
 }
 
+ExprId GrammarBuilder::dfa(std::shared_ptr<const DfaTable> table, std::vector<ExprId> exits) {
+  if (table->edges.empty()) return nothing_;
+  Node n{Node::kDfa, {}, std::move(exits)};
+  n.dfa = std::move(table);
+  return add(std::move(n));
+}
+
 int GrammarBuilder::new_rule(std::string name) {
   rules_.push_back({std::move(name), -1});
   return static_cast<int>(rules_.size() - 1);
@@ -372,6 +379,7 @@ class Compiler {
         for (size_t q = 0; q < d.edges.size(); ++q) {
           for (const DfaTable::Edge& e : d.edges[q]) byte_edges_[at[q]].push_back({e.lo, e.hi, at[e.to]});
           if (d.exit[q] >= 0) eps_[at[q]].push_back(exits[static_cast<size_t>(d.exit[q])].first);
+          if (q < d.plain.size()) g_.states[at[q]].plain_remaining = d.plain[q];
         }
         return {at[0], t};
       }

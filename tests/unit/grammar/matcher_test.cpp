@@ -99,6 +99,48 @@ TEST(GrammarMatcher, MasksSharedAcrossGrammarsAndDfaStates) {
   }
 }
 
+// Counted strings (minLength / maxLength) take their plain-text tokens from the vocabulary's table by
+// character count and walk only the others: the masks must still equal the slow reference, with tokens of
+// several characters, multi-byte characters, partial UTF-8 and quotes inside tokens.
+TEST(GrammarMatcher, CountedStringMasksFromCharacterCountTables) {
+  std::vector<std::string> t{"<end>"};
+  for (int b = 0; b < 256; ++b) t.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* s : {"ab",           "abc",
+                        "abcd",         "abcdefgh",
+                        "caf\xC3\xA9",  "\xC3\xA9\xC3\xA9",
+                        "\xE2\x82\xAC", "\xF0\x9F\x98\x80x",
+                        "\xC3",         "\xA9\"",
+                        "x\"",          "xy\"}",
+                        "\\",           "\\n",
+                        "a\\\"",        "\x7F\x7F",
+                        "\xED\x9F\xBF", "\xED\xA0\x80",
+                        "\xC0\x80",     "  ",
+                        "\"",           "\",\"",
+                        "\": \"",       "{\"",
+                        "ab\", \"",     "\"}"}) {
+    t.push_back(s);
+  }
+  const auto vocab = std::make_shared<const TokenVocab>(std::move(t), std::vector<int32_t>{kEnd});
+  EXPECT_EQ(vocab->plain_chars(1 + 'a'), 1);
+  for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
+    if (vocab->bytes(id) == "caf\xC3\xA9") EXPECT_EQ(vocab->plain_chars(id), 4);
+    if (vocab->bytes(id) == "\xC3") EXPECT_EQ(vocab->plain_chars(id), -1);
+    if (vocab->bytes(id) == "\xED\xA0\x80") EXPECT_EQ(vocab->plain_chars(id), -1);  // a surrogate
+    if (vocab->bytes(id) == "x\"") EXPECT_EQ(vocab->plain_chars(id), -1);
+  }
+  const std::string schema =
+      R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 5},
+          "b": {"type": "string", "maxLength": 3}, "c": {"type": "string", "minLength": 3},
+          "d": {"type": "array", "items": {"type": "string", "maxLength": 9}}}, "required": ["a", "b"]})";
+  const Grammar g = compile_json_schema(schema);
+  size_t counted = 0;
+  for (const auto& st : g.states) counted += st.plain_remaining >= 0 ? 1 : 0;
+  EXPECT_GE(counted, 6u + 4u + 4u + 10u);  // boundaries of a, b, c (3 counted, then any) and d's items
+  for (int round = 0; round < 2; ++round) random_walks(schema, 16, 40, vocab);
+  random_walks(R"({"type": "string", "maxLength": 2})", 8, 6, vocab);
+  random_walks(R"({"type": "string", "minLength": 4})", 8, 12, vocab);
+}
+
 // A branch no instance can satisfy is pruned: the mask never offers a prefix that cannot be completed
 // (found by the grammar fuzz harness: `{` and whitespace were allowed, then nothing).
 TEST(GrammarMatcher, UnsatisfiableBranchesOfferNoDeadEnd) {
