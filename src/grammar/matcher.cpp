@@ -58,32 +58,42 @@ TokenTrie build_trie(const std::vector<std::string>& bytes, std::vector<int32_t>
   return t;
 }
 
-// Characters of plain text (JSON string characters written raw, whole well-formed UTF-8), or -1.
+// Characters of plain text (JSON string characters written raw, well-formed UTF-8), or -1. A token may end
+// inside a character (byte-level tokens split them): a well-formed start of one counts as a character, as
+// the string needs room for it.
 int32_t count_plain_chars(std::string_view s) {
   int32_t chars = 0;
   size_t i = 0;
-  auto cont = [&](size_t k, uint8_t lo, uint8_t hi) {
-    if (k >= s.size()) return false;
-    const auto c = static_cast<uint8_t>(s[k]);
-    return c >= lo && c <= hi;
+  // 1: a whole character of len bytes; 2: its well-formed start ends the token; 0: ill-formed.
+  auto sequence = [&](size_t len, uint8_t lo, uint8_t hi) {
+    for (size_t k = 1; k < len; ++k) {
+      if (i + k >= s.size()) return 2;
+      const auto c = static_cast<uint8_t>(s[i + k]);
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return 0;
+    }
+    return 1;
   };
   while (i < s.size()) {
     const auto c = static_cast<uint8_t>(s[i]);
     size_t len = 0;
+    int form = 0;
     if (c >= 0x20 && c <= 0x7F) {
-      len = c == '"' || c == '\\' ? 0 : 1;
+      len = 1;
+      form = c == '"' || c == '\\' ? 0 : 1;
     } else if (c >= 0xC2 && c <= 0xDF) {
-      len = cont(i + 1, 0x80, 0xBF) ? 2 : 0;
+      len = 2;
+      form = sequence(2, 0x80, 0xBF);
     } else if (c >= 0xE0 && c <= 0xEF) {
-      const uint8_t lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-      len = cont(i + 1, lo, hi) && cont(i + 2, 0x80, 0xBF) ? 3 : 0;
+      len = 3;
+      form = sequence(3, c == 0xE0 ? 0xA0 : 0x80, c == 0xED ? 0x9F : 0xBF);
     } else if (c >= 0xF0 && c <= 0xF4) {
-      const uint8_t lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-      len = cont(i + 1, lo, hi) && cont(i + 2, 0x80, 0xBF) && cont(i + 3, 0x80, 0xBF) ? 4 : 0;
+      len = 4;
+      form = sequence(4, c == 0xF0 ? 0x90 : 0x80, c == 0xF4 ? 0x8F : 0xBF);
     }
-    if (len == 0) return -1;
-    i += len;
+    if (form == 0) return -1;
     ++chars;
+    if (form == 2) return chars;
+    i += len;
   }
   return chars;
 }

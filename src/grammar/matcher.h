@@ -67,8 +67,9 @@ class TokenVocab {
   const std::vector<int32_t>& tokens() const { return trie_.tokens; }
 
   // Plain text: characters a JSON string holds unescaped (0x20-0x7F but `"` and `\`, well-formed UTF-8
-  // code points from U+0080), whole. The number of such characters a token spells, or -1 when it spells
-  // anything else (a quote, an escape, a control byte, part of a character).
+  // code points from U+0080). The number of such characters a token spells (a well-formed start of one at
+  // its end counting as one), or -1 when it spells anything else (a quote, an escape, a control byte,
+  // ill-formed UTF-8, a character's continuation bytes at its start).
   int32_t plain_chars(int32_t id) const { return plain_chars_[static_cast<size_t>(id)]; }
   // The trie of the tokens that are not plain text.
   const TokenTrie& other_trie() const { return other_trie_; }

@@ -124,7 +124,10 @@ TEST(GrammarMatcher, CountedStringMasksFromCharacterCountTables) {
   EXPECT_EQ(vocab->plain_chars(1 + 'a'), 1);
   for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
     if (vocab->bytes(id) == "caf\xC3\xA9") EXPECT_EQ(vocab->plain_chars(id), 4);
-    if (vocab->bytes(id) == "\xC3") EXPECT_EQ(vocab->plain_chars(id), -1);
+    if (vocab->bytes(id) == "\xC3") EXPECT_EQ(vocab->plain_chars(id), 1);  // the start of a character
+    if (vocab->bytes(id) == "ab\xE2\x82") EXPECT_EQ(vocab->plain_chars(id), 3);
+    if (vocab->bytes(id) == "\xA9\"") EXPECT_EQ(vocab->plain_chars(id), -1);
+    if (vocab->bytes(id) == "\xE0\x80") EXPECT_EQ(vocab->plain_chars(id), -1);      // overlong start
     if (vocab->bytes(id) == "\xED\xA0\x80") EXPECT_EQ(vocab->plain_chars(id), -1);  // a surrogate
     if (vocab->bytes(id) == "x\"") EXPECT_EQ(vocab->plain_chars(id), -1);
   }
