@@ -109,28 +109,34 @@ TEST(GrammarMatcher, CountedStringMasksFromCharacterCountTables) {
                         "abcd",         "abcdefgh",
                         "caf\xC3\xA9",  "\xC3\xA9\xC3\xA9",
                         "\xE2\x82\xAC", "\xF0\x9F\x98\x80x",
-                        "\xC3",         "\xA9\"",
-                        "x\"",          "xy\"}",
-                        "\\",           "\\n",
-                        "a\\\"",        "\x7F\x7F",
-                        "\xED\x9F\xBF", "\xED\xA0\x80",
-                        "\xC0\x80",     "  ",
-                        "\"",           "\",\"",
-                        "\": \"",       "{\"",
-                        "ab\", \"",     "\"}"}) {
+                        "\xC3",         "ab\xE2\x82",
+                        "\xE0\x80",     "abcd\xF0\x9F\x98",
+                        "\xA9\"",       "x\"",
+                        "xy\"}",        "\\",
+                        "\\n",          "a\\\"",
+                        "\x7F\x7F",     "\xED\x9F\xBF",
+                        "\xED\xA0\x80", "\xC0\x80",
+                        "  ",           "\"",
+                        "\",\"",        "\": \"",
+                        "{\"",          "ab\", \"",
+                        "\"}"}) {
     t.push_back(s);
   }
   const auto vocab = std::make_shared<const TokenVocab>(std::move(t), std::vector<int32_t>{kEnd});
   EXPECT_EQ(vocab->plain_chars(1 + 'a'), 1);
-  for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
-    if (vocab->bytes(id) == "caf\xC3\xA9") EXPECT_EQ(vocab->plain_chars(id), 4);
-    if (vocab->bytes(id) == "\xC3") EXPECT_EQ(vocab->plain_chars(id), 1);  // the start of a character
-    if (vocab->bytes(id) == "ab\xE2\x82") EXPECT_EQ(vocab->plain_chars(id), 3);
-    if (vocab->bytes(id) == "\xA9\"") EXPECT_EQ(vocab->plain_chars(id), -1);
-    if (vocab->bytes(id) == "\xE0\x80") EXPECT_EQ(vocab->plain_chars(id), -1);      // overlong start
-    if (vocab->bytes(id) == "\xED\xA0\x80") EXPECT_EQ(vocab->plain_chars(id), -1);  // a surrogate
-    if (vocab->bytes(id) == "x\"") EXPECT_EQ(vocab->plain_chars(id), -1);
-  }
+  auto plain_of = [&](const std::string& bytes) {
+    for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
+      if (vocab->bytes(id) == bytes) return vocab->plain_chars(id);
+    }
+    return -2;  // not in the vocabulary
+  };
+  EXPECT_EQ(plain_of("caf\xC3\xA9"), 4);
+  EXPECT_EQ(plain_of("\xC3"), 1);  // the start of a character
+  EXPECT_EQ(plain_of("ab\xE2\x82"), 3);
+  EXPECT_EQ(plain_of("\xA9\""), -1);
+  EXPECT_EQ(plain_of("\xE0\x80"), -1);      // overlong start
+  EXPECT_EQ(plain_of("\xED\xA0\x80"), -1);  // a surrogate
+  EXPECT_EQ(plain_of("x\""), -1);
   const std::string schema =
       R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 5},
           "b": {"type": "string", "maxLength": 3}, "c": {"type": "string", "minLength": 3},
