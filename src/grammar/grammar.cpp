@@ -163,6 +163,13 @@ ExprId GrammarBuilder::dfa(DfaTable table, std::vector<ExprId> exits) {
   return add(std::move(n));
 }
 
+ExprId GrammarBuilder::dfa(std::shared_ptr<const DfaTable> table, std::vector<ExprId> exits) {
+  if (table->edges.empty()) return nothing_;
+  Node n{Node::kDfa, {}, std::move(exits)};
+  n.dfa = std::move(table);
+  return add(std::move(n));
+}
+
 int GrammarBuilder::new_rule(std::string name) {
   rules_.push_back({std::move(name), -1});
   return static_cast<int>(rules_.size() - 1);
@@ -257,6 +264,7 @@ class Compiler {
       }
       g_.states[s].closure_end = static_cast<uint32_t>(g_.closure.size());
     }
+    prune_dead_edges();
     for (Grammar::State& st : g_.states) {
       if (st.call_rule < 0) continue;
       const Grammar::State& next = g_.states[st.call_next];
@@ -269,6 +277,45 @@ class Compiler {
 
  private:
   using ByteEdges = std::vector<Grammar::Edge>;
+
+  // Byte edges into states that can never reach the end of their rule (an unsatisfiable branch: an object
+  // needing more properties than it may have, a call of a rule that cannot end) are dropped, so no accepted
+  // prefix is a dead end: the model is never led into text it cannot finish.
+  void prune_dead_edges() {
+    constexpr uint32_t kInf = UINT32_MAX / 4;
+    const Grammar& g = g_;
+    std::vector<uint32_t> d(g.states.size(), kInf);
+    for (bool changed = true; changed;) {  // relaxation to a fixed point (calls make it recursive)
+      changed = false;
+      for (size_t s = g.states.size(); s-- > 0;) {
+        uint32_t best = d[s];
+        const Grammar::State& st = g.states[s];
+        for (uint32_t k = st.closure_begin; k < st.closure_end; ++k) {
+          const Grammar::State& cs = g.states[g.closure[k]];
+          if (cs.final) best = 0;
+          for (uint32_t e = cs.edges_begin; e < cs.edges_end; ++e)
+            best = std::min(best, 1 + d[g.edges[e].to]);
+          if (cs.call_rule >= 0)
+            best = std::min(best, d[g.rule_start[static_cast<size_t>(cs.call_rule)]] + d[cs.call_next]);
+        }
+        if (best < d[s]) {
+          d[s] = best;
+          changed = true;
+        }
+      }
+    }
+    std::vector<Grammar::Edge> kept;
+    kept.reserve(g_.edges.size());
+    for (Grammar::State& st : g_.states) {
+      const uint32_t begin = static_cast<uint32_t>(kept.size());
+      for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) {
+        if (d[g_.edges[e].to] < kInf) kept.push_back(g_.edges[e]);
+      }
+      st.edges_begin = begin;
+      st.edges_end = static_cast<uint32_t>(kept.size());
+    }
+    g_.edges = std::move(kept);
+  }
 
   uint32_t new_state() {
     if (g_.states.size() >= max_states_) {
@@ -332,6 +379,7 @@ class Compiler {
         for (size_t q = 0; q < d.edges.size(); ++q) {
           for (const DfaTable::Edge& e : d.edges[q]) byte_edges_[at[q]].push_back({e.lo, e.hi, at[e.to]});
           if (d.exit[q] >= 0) eps_[at[q]].push_back(exits[static_cast<size_t>(d.exit[q])].first);
+          if (q < d.plain.size()) g_.states[at[q]].plain_remaining = d.plain[q];
         }
         return {at[0], t};
       }

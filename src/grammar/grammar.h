@@ -28,6 +28,9 @@ struct DfaTable {
   };
   std::vector<std::vector<Edge>> edges;  // per state; state 0 starts
   std::vector<int32_t> exit;             // per state
+  // Optional, per state: r >= 0 when a token of c plain characters (see TokenVocab::plain_chars) is accepted
+  // from the state exactly when c <= r, ending inside the automaton (counted string characters); -1 else.
+  std::vector<int32_t> plain;
 };
 
 class GrammarBuilder {
@@ -47,6 +50,7 @@ class GrammarBuilder {
   ExprId call(int rule);
   // The automaton, then at a state with an exit, that exit's expression (exits[exit]).
   ExprId dfa(DfaTable table, std::vector<ExprId> exits);
+  ExprId dfa(std::shared_ptr<const DfaTable> table, std::vector<ExprId> exits);
 
   int new_rule(std::string name);
   void define(int rule, ExprId body);
@@ -89,8 +93,9 @@ struct Grammar {
     uint32_t edges_begin = 0, edges_end = 0;  // byte edges, into `edges`
     int32_t call_rule = -1;                   // a call state: enter call_rule, then continue at call_next
     uint32_t call_next = 0;
-    bool final = false;      // the end of its rule
-    bool tail_call = false;  // nothing but the rule's end follows the call: no frame needed
+    bool final = false;            // the end of its rule
+    bool tail_call = false;        // nothing but the rule's end follows the call: no frame needed
+    int32_t plain_remaining = -1;  // DfaTable::plain of the state it was built from
     uint32_t closure_begin = 0,
              closure_end = 0;  // significant states reachable by epsilon moves, into `closure`
   };

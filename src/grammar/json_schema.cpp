@@ -5,6 +5,8 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -650,9 +652,7 @@ class SchemaCompiler {
     return char_rule_;
   }
 
-  ExprId plain_string() {
-    return b_.seq({b_.byte('"'), b_.repeat(string_char(), 0, kUnbounded), b_.byte('"')});
-  }
+  ExprId plain_string() { return b_.seq({b_.byte('"'), counted_chars(0, kUnbounded)}); }
 
   ExprId plain_number() {
     ExprId digits = b_.repeat(b_.bytes({{'0', '9'}}), 1, kUnbounded);
@@ -722,12 +722,63 @@ class SchemaCompiler {
       fail(path, e.what());
     }
     if (format) return b_.seq({b_.byte('"'), compile_regex(b_, format, {true, false}), b_.byte('"')});
-    if (!has_length) return b_.seq({b_.byte('"'), b_.repeat(string_char(), 0, kUnbounded), b_.byte('"')});
+    if (!has_length) return plain_string();
     // Counted characters: a compact character automaton copied per count, or for long bounds one call per
     // character (fewer states; masks then need the stack at every character).
     const int copies = max_len == kUnbounded ? min_len + 1 : max_len;
-    ExprId ch = copies > 64 ? b_.call(char_rule()) : string_char();
-    return b_.seq({b_.byte('"'), b_.repeat(ch, min_len, max_len), b_.byte('"')});
+    if (copies > kMaxCountedDfa) {
+      return b_.seq({b_.byte('"'), b_.repeat(b_.call(char_rule()), min_len, max_len), b_.byte('"')});
+    }
+    return b_.seq({b_.byte('"'), counted_chars(min_len, max_len)});
+  }
+
+  // String characters, counted (or not: max_len kUnbounded) then the closing quote, determinized, each
+  // character boundary marked with the characters left (DfaTable::plain): masks there take the tokens of
+  // plain text from a per-vocabulary table by character count and walk only the other tokens (quotes,
+  // escapes, partial UTF-8). The tables do not depend on the schema: built once per process and bounds.
+  static constexpr int kMaxCountedDfa = 256;
+  ExprId counted_chars(int min_len, int max_len) {
+    static std::mutex mutex;
+    static std::map<std::pair<int, int>, std::shared_ptr<const DfaTable>> cache;
+    std::shared_ptr<const DfaTable> table;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = cache.find({min_len, max_len});
+      if (it != cache.end()) table = it->second;
+    }
+    if (!table) {
+      table = counted_table(min_len, max_len);
+      std::lock_guard<std::mutex> lock(mutex);
+      if (cache.size() < 4096) cache.emplace(std::make_pair(min_len, max_len), table);
+    }
+    return b_.dfa(table, {b_.byte('"')});
+  }
+
+  static std::shared_ptr<const DfaTable> counted_table(int min_len, int max_len) {
+    static const Json kNone = Json::object();
+    SchemaCompiler sc(kNone, JsonSchemaOptions{});
+    GrammarBuilder& scratch = sc.b_;
+    const ExprId quote = scratch.byte('"');
+    const ExprId body = product_dfa(scratch, {{scratch.repeat(sc.string_char(), min_len, max_len), true}},
+                                    [&](const std::vector<bool>&) { return quote; });
+    const GrammarBuilder::Node& n = scratch.node(body);
+    if (n.kind != GrammarBuilder::Node::kDfa) throw Error("grammar: counted string characters");
+    auto table = std::make_shared<DfaTable>(*n.dfa);
+    table->plain.assign(table->edges.size(), -1);
+    // Boundary k is reached from the start by k plain characters; every plain character (one byte or a
+    // well-formed UTF-8 sequence) leads from boundary k to k + 1, so follow 'a'.
+    auto next = [&](uint32_t q, uint8_t byte) -> int64_t {
+      for (const DfaTable::Edge& e : table->edges[q]) {
+        if (byte >= e.lo && byte <= e.hi) return e.to;
+      }
+      return -1;
+    };
+    int64_t q = 0;
+    for (int k = 0; q >= 0 && table->plain[static_cast<size_t>(q)] < 0; ++k) {
+      table->plain[static_cast<size_t>(q)] = max_len == kUnbounded ? INT32_MAX : max_len - k;
+      q = next(static_cast<uint32_t>(q), 'a');
+    }
+    return table;
   }
 
   ExprId raw_text_char() {

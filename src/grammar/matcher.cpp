@@ -8,24 +8,11 @@
 
 namespace spark::grammar {
 
-TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t> end_ids)
-    : bytes_(std::move(token_bytes)), end_ids_(std::move(end_ids)) {
-  for (int32_t id : end_ids_) {
-    if (id < 0 || static_cast<size_t>(id) >= bytes_.size()) throw Error("end token id out of the vocabulary");
-  }
-  std::fill(std::begin(byte_token_), std::end(byte_token_), -1);
-  for (size_t id = bytes_.size(); id-- > 0;) {
-    if (bytes_[id].size() == 1) byte_token_[static_cast<uint8_t>(bytes_[id][0])] = static_cast<int32_t>(id);
-  }
-  std::vector<int32_t> sorted;
-  for (size_t id = 0; id < bytes_.size(); ++id) {
-    if (!bytes_[id].empty() &&
-        std::find(end_ids_.begin(), end_ids_.end(), static_cast<int32_t>(id)) == end_ids_.end()) {
-      sorted.push_back(static_cast<int32_t>(id));
-    }
-  }
-  std::stable_sort(sorted.begin(), sorted.end(), [&](int32_t a, int32_t b) { return bytes_[a] < bytes_[b]; });
-  // Depth-first numbering falls out of inserting the tokens in byte order.
+namespace {
+
+// Depth-first numbering falls out of inserting the tokens in byte order.
+TokenTrie build_trie(const std::vector<std::string>& bytes, std::vector<int32_t> ids) {
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return bytes[a] < bytes[b]; });
   struct Build {
     uint32_t parent;
     uint8_t byte, depth;
@@ -34,8 +21,8 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
   std::vector<Build> build{{0, 0, 0, {}}};
   std::vector<uint32_t> path{0};
   std::string_view previous;
-  for (int32_t id : sorted) {
-    const std::string_view text = bytes_[static_cast<size_t>(id)];
+  for (int32_t id : ids) {
+    const std::string_view text = bytes[static_cast<size_t>(id)];
     if (text.size() > 255) throw Error("token " + std::to_string(id) + " is longer than 255 bytes");
     size_t common = 0;
     while (common < text.size() && common < previous.size() && text[common] == previous[common]) ++common;
@@ -47,26 +34,108 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
     build[path.back()].tokens.push_back(id);
     previous = text;
   }
-  nodes_.resize(build.size());
+  TokenTrie t;
+  t.nodes.resize(build.size());
   std::vector<std::vector<uint32_t>> kids(build.size());
   for (uint32_t n = 1; n < build.size(); ++n) kids[build[n].parent].push_back(n);
   for (uint32_t n = 0; n < build.size(); ++n) {
-    Node& node = nodes_[n];
+    TokenTrie::Node& node = t.nodes[n];
     node.parent = build[n].parent;
     node.byte = build[n].byte;
     node.depth = build[n].depth;
-    node.edges_begin = static_cast<uint32_t>(children_.size());
-    children_.insert(children_.end(), kids[n].begin(), kids[n].end());
-    node.edges_end = static_cast<uint32_t>(children_.size());
-    node.tokens_begin = static_cast<uint32_t>(tokens_.size());
-    tokens_.insert(tokens_.end(), build[n].tokens.begin(), build[n].tokens.end());
-    node.tokens_end = static_cast<uint32_t>(tokens_.size());
+    node.edges_begin = static_cast<uint32_t>(t.children.size());
+    t.children.insert(t.children.end(), kids[n].begin(), kids[n].end());
+    node.edges_end = static_cast<uint32_t>(t.children.size());
+    node.tokens_begin = static_cast<uint32_t>(t.tokens.size());
+    t.tokens.insert(t.tokens.end(), build[n].tokens.begin(), build[n].tokens.end());
+    node.tokens_end = static_cast<uint32_t>(t.tokens.size());
     node.subtree_end = n + 1;
   }
   for (uint32_t n = static_cast<uint32_t>(build.size()); n-- > 1;) {
-    Node& p = nodes_[build[n].parent];
-    p.subtree_end = std::max(p.subtree_end, nodes_[n].subtree_end);
+    TokenTrie::Node& p = t.nodes[build[n].parent];
+    p.subtree_end = std::max(p.subtree_end, t.nodes[n].subtree_end);
   }
+  return t;
+}
+
+// Characters of plain text (JSON string characters written raw, well-formed UTF-8), or -1. A token may end
+// inside a character (byte-level tokens split them): a well-formed start of one counts as a character, as
+// the string needs room for it.
+int32_t count_plain_chars(std::string_view s) {
+  int32_t chars = 0;
+  size_t i = 0;
+  // 1: a whole character of len bytes; 2: its well-formed start ends the token; 0: ill-formed.
+  auto sequence = [&](size_t len, uint8_t lo, uint8_t hi) {
+    for (size_t k = 1; k < len; ++k) {
+      if (i + k >= s.size()) return 2;
+      const auto c = static_cast<uint8_t>(s[i + k]);
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return 0;
+    }
+    return 1;
+  };
+  while (i < s.size()) {
+    const auto c = static_cast<uint8_t>(s[i]);
+    size_t len = 0;
+    int form = 0;
+    if (c >= 0x20 && c <= 0x7F) {
+      len = 1;
+      form = c == '"' || c == '\\' ? 0 : 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+      form = sequence(2, 0x80, 0xBF);
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      form = sequence(3, c == 0xE0 ? 0xA0 : 0x80, c == 0xED ? 0x9F : 0xBF);
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      form = sequence(4, c == 0xF0 ? 0x90 : 0x80, c == 0xF4 ? 0x8F : 0xBF);
+    }
+    if (form == 0) return -1;
+    ++chars;
+    if (form == 2) return chars;
+    i += len;
+  }
+  return chars;
+}
+
+}  // namespace
+
+TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t> end_ids)
+    : bytes_(std::move(token_bytes)), end_ids_(std::move(end_ids)) {
+  for (int32_t id : end_ids_) {
+    if (id < 0 || static_cast<size_t>(id) >= bytes_.size()) throw Error("end token id out of the vocabulary");
+  }
+  std::fill(std::begin(byte_token_), std::end(byte_token_), -1);
+  for (size_t id = bytes_.size(); id-- > 0;) {
+    if (bytes_[id].size() == 1) byte_token_[static_cast<uint8_t>(bytes_[id][0])] = static_cast<int32_t>(id);
+  }
+  std::vector<int32_t> all, other;
+  plain_chars_.assign(bytes_.size(), -1);
+  for (size_t id = 0; id < bytes_.size(); ++id) {
+    if (!bytes_[id].empty() &&
+        std::find(end_ids_.begin(), end_ids_.end(), static_cast<int32_t>(id)) == end_ids_.end()) {
+      all.push_back(static_cast<int32_t>(id));
+      plain_chars_[id] = count_plain_chars(bytes_[id]);
+      if (plain_chars_[id] < 0) other.push_back(static_cast<int32_t>(id));
+      max_plain_chars_ = std::max(max_plain_chars_, plain_chars_[id]);
+    }
+  }
+  trie_ = build_trie(bytes_, std::move(all));
+  other_trie_ = build_trie(bytes_, std::move(other));
+}
+
+std::shared_ptr<const std::vector<uint64_t>> TokenVocab::plain_upto(int32_t chars) const {
+  chars = std::min(chars, max_plain_chars_);
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  auto& slot = plain_upto_[chars];
+  if (!slot) {
+    auto bits = std::make_shared<std::vector<uint64_t>>((bytes_.size() + 63) / 64, 0);
+    for (size_t id = 0; id < bytes_.size(); ++id) {
+      if (plain_chars_[id] >= 0 && plain_chars_[id] <= chars) (*bits)[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+    slot = std::move(bits);
+  }
+  return slot;
 }
 
 namespace {
@@ -258,7 +327,7 @@ namespace {
 // recorded; otherwise (the real stack) the bottom rule ending means the grammar ended: allowed too.
 struct TrieWalker {
   const Grammar& g;
-  const TokenVocab& v;
+  const TokenTrie& v;
   CompiledGrammar::Walks& w;
   std::vector<uint64_t>& bits;
   std::vector<uint32_t>* cd_nodes;
@@ -267,16 +336,16 @@ struct TrieWalker {
 
   void set_tokens(uint32_t node) { set_tokens(node, bits); }
   void set_tokens(uint32_t node, std::vector<uint64_t>& out) {
-    const auto& n = v.nodes()[node];
+    const auto& n = v.nodes[node];
     for (uint32_t k = n.tokens_begin; k < n.tokens_end; ++k) {
-      const auto id = static_cast<uint32_t>(v.tokens()[k]);
+      const auto id = static_cast<uint32_t>(v.tokens[k]);
       out[id >> 6] |= uint64_t{1} << (id & 63);
     }
   }
 
   void walk(uint32_t node, uint32_t cfg, bool under_cd) {
-    const auto& nodes = v.nodes();
-    const auto& children = v.children();
+    const auto& nodes = v.nodes;
+    const auto& children = v.children;
     for (uint32_t e = nodes[node].edges_begin; e < nodes[node].edges_end; ++e) {
       const uint32_t c = children[e];
       const int32_t t = w.step(g, cfg, nodes[c].byte);
@@ -375,10 +444,19 @@ const CompiledGrammar::StateMask& CompiledGrammar::state_mask_locked(uint32_t st
       return *masks_.emplace(state, std::move(shared)).first->second;
   }
   auto m = std::make_shared<StateMask>();
-  m->bits.assign((vocab_->size() + 63) / 64, 0);
+  const int32_t plain = grammar_.states[state].plain_remaining;
+  if (plain >= 0) {
+    // Plain-text tokens from the per-vocabulary table by character count; only the others are walked.
+    m->bits = *vocab_->plain_upto(plain);
+    m->other_trie = true;
+  } else {
+    m->bits.assign((vocab_->size() + 63) / 64, 0);
+  }
   const std::vector<Frame> bottom{{0, 0}};
   const uint32_t cfg = walks_->intern(Walks::encode({{state, 0}}, bottom));
-  TrieWalker w{grammar_, *vocab_, *walks_, m->bits, &m->cd_nodes, &m->end_bits};
+  TrieWalker w{grammar_,     m->other_trie ? vocab_->other_trie() : vocab_->trie(),
+               *walks_,      m->bits,
+               &m->cd_nodes, &m->end_bits};
   w.walk(0, cfg, false);
   if (!signature.empty()) vocab_->share_mask(signature, m);
   return *masks_.emplace(state, std::move(m)).first->second;
@@ -394,7 +472,6 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr size_t kMaxConfigurations = 200000;  // bounds the cache when stacks keep growing
   if (walks_->keys.size() > kMaxConfigurations) walks_->clear();
-  const TokenVocab& v = *vocab_;
   std::vector<uint8_t> path;
   for (const Head& h : heads) {
     const StateMask& sm = state_mask_locked(h.state);
@@ -408,11 +485,12 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
     }
     // Where the state's rule returns, the real stack decides: replay the bytes down to the node, then walk
     // its subtree.
+    const TokenTrie& v = sm.other_trie ? vocab_->other_trie() : vocab_->trie();
     const uint32_t start = walks_->intern(Walks::encode({h}, frames));
     TrieWalker walker{grammar_, v, *walks_, bits, nullptr, nullptr};
     for (uint32_t c : sm.cd_nodes) {
       path.clear();
-      for (uint32_t n = c; n != 0; n = v.nodes()[n].parent) path.push_back(v.nodes()[n].byte);
+      for (uint32_t n = c; n != 0; n = v.nodes[n].parent) path.push_back(v.nodes[n].byte);
       uint32_t cfg = start;
       int32_t t = 0;
       for (size_t i = path.size(); i-- > 0;) {
@@ -676,18 +754,18 @@ std::vector<int32_t> TokenVocab::fewest_tokens(std::string_view text) const {
     uint32_t node = 0;
     for (size_t j = i; j < n; ++j) {
       uint32_t child = UINT32_MAX;
-      for (uint32_t e = nodes_[node].edges_begin; e < nodes_[node].edges_end; ++e) {
-        if (nodes_[children_[e]].byte == static_cast<uint8_t>(text[j])) {
-          child = children_[e];
+      for (uint32_t e = trie_.nodes[node].edges_begin; e < trie_.nodes[node].edges_end; ++e) {
+        if (trie_.nodes[trie_.children[e]].byte == static_cast<uint8_t>(text[j])) {
+          child = trie_.children[e];
           break;
         }
       }
       if (child == UINT32_MAX) break;
       node = child;
-      const Node& nd = nodes_[node];
+      const Node& nd = trie_.nodes[node];
       if (nd.tokens_begin != nd.tokens_end && best[j + 1] != kNone && best[j + 1] + 1 < best[i]) {
         best[i] = best[j + 1] + 1;
-        choice[i] = tokens_[nd.tokens_begin];
+        choice[i] = trie_.tokens[nd.tokens_begin];
       }
     }
   }

@@ -24,17 +24,33 @@
 namespace spark::grammar {
 
 // The tokens a grammar state accepts without returning from its rule, and the trie nodes where it may
-// return (to be walked with the real stack).
+// return (to be walked with the real stack), in the vocabulary's full trie or, for a state with
+// plain_remaining, in its trie of the tokens that are not plain text.
 struct StateMask {
   std::vector<uint64_t> bits;
   std::vector<uint32_t> cd_nodes;
   // The tokens after which the state's rule has just ended (empty when none): with nothing on the stack
   // (the grammar's end), bits | end_bits is the whole mask, and cd_nodes need no walk.
   std::vector<uint64_t> end_bits;
+  bool other_trie = false;  // cd_nodes index the trie of the non-plain tokens (other_trie())
 };
 
-// The tokenizer's vocabulary as bytes, in a trie numbered in depth-first order (a subtree is a contiguous
-// node range). Built once per tokenizer and shared.
+// A byte trie of tokens numbered in depth-first order (a subtree is a contiguous node range).
+struct TokenTrie {
+  struct Node {
+    uint32_t edges_begin, edges_end;    // children, in byte order
+    uint32_t tokens_begin, tokens_end;  // tokens whose bytes end here
+    uint32_t subtree_end;               // nodes [this, subtree_end) are this node's subtree
+    uint32_t parent;
+    uint8_t byte;  // the byte on the edge from the parent
+    uint8_t depth;
+  };
+  std::vector<Node> nodes;
+  std::vector<uint32_t> children;
+  std::vector<int32_t> tokens;
+};
+
+// The tokenizer's vocabulary as bytes, in a trie. Built once per tokenizer and shared.
 class TokenVocab {
  public:
   // token_bytes[id]: what the token decodes to; empty for tokens that may never be chosen (special tokens).
@@ -45,19 +61,23 @@ class TokenVocab {
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
   const std::vector<int32_t>& end_ids() const { return end_ids_; }
 
-  struct Node {
-    uint32_t edges_begin, edges_end;    // children, in byte order
-    uint32_t tokens_begin, tokens_end;  // tokens whose bytes end here
-    uint32_t subtree_end;               // nodes [this, subtree_end) are this node's subtree
-    uint32_t parent;
-    uint8_t byte;  // the byte on the edge from the parent
-    uint8_t depth;
-  };
+  using Node = TokenTrie::Node;
   // The token spelling exactly byte b, or -1.
   int32_t byte_token(uint8_t b) const { return byte_token_[b]; }
-  const std::vector<Node>& nodes() const { return nodes_; }
-  const std::vector<uint32_t>& children() const { return children_; }
-  const std::vector<int32_t>& tokens() const { return tokens_; }
+  const TokenTrie& trie() const { return trie_; }
+  const std::vector<Node>& nodes() const { return trie_.nodes; }
+  const std::vector<uint32_t>& children() const { return trie_.children; }
+  const std::vector<int32_t>& tokens() const { return trie_.tokens; }
+
+  // Plain text: characters a JSON string holds unescaped (0x20-0x7F but `"` and `\`, well-formed UTF-8
+  // code points from U+0080). The number of such characters a token spells (a well-formed start of one at
+  // its end counting as one), or -1 when it spells anything else (a quote, an escape, a control byte,
+  // ill-formed UTF-8, a character's continuation bytes at its start).
+  int32_t plain_chars(int32_t id) const { return plain_chars_[static_cast<size_t>(id)]; }
+  // The trie of the tokens that are not plain text.
+  const TokenTrie& other_trie() const { return other_trie_; }
+  // The plain-text tokens of at most `chars` characters (shared, computed once per count).
+  std::shared_ptr<const std::vector<uint64_t>> plain_upto(int32_t chars) const;
   // The fewest tokens whose bytes, in order, spell `text` exactly (empty when none can, or text is empty).
   std::vector<int32_t> fewest_tokens(std::string_view text) const;
 
@@ -70,11 +90,12 @@ class TokenVocab {
  private:
   mutable std::mutex shared_mutex_;
   mutable std::unordered_map<std::string, std::shared_ptr<const StateMask>> shared_;
+  mutable std::unordered_map<int32_t, std::shared_ptr<const std::vector<uint64_t>>> plain_upto_;
   std::vector<std::string> bytes_;
   std::vector<int32_t> end_ids_;
-  std::vector<Node> nodes_;
-  std::vector<uint32_t> children_;
-  std::vector<int32_t> tokens_;
+  TokenTrie trie_, other_trie_;
+  std::vector<int32_t> plain_chars_;
+  int32_t max_plain_chars_ = 0;
   int32_t byte_token_[256];
 };
 

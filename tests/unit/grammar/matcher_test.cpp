@@ -99,6 +99,77 @@ TEST(GrammarMatcher, MasksSharedAcrossGrammarsAndDfaStates) {
   }
 }
 
+// Counted strings (minLength / maxLength) take their plain-text tokens from the vocabulary's table by
+// character count and walk only the others: the masks must still equal the slow reference, with tokens of
+// several characters, multi-byte characters, partial UTF-8 and quotes inside tokens.
+TEST(GrammarMatcher, CountedStringMasksFromCharacterCountTables) {
+  std::vector<std::string> t{"<end>"};
+  for (int b = 0; b < 256; ++b) t.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* s : {"ab",           "abc",
+                        "abcd",         "abcdefgh",
+                        "caf\xC3\xA9",  "\xC3\xA9\xC3\xA9",
+                        "\xE2\x82\xAC", "\xF0\x9F\x98\x80x",
+                        "\xC3",         "ab\xE2\x82",
+                        "\xE0\x80",     "abcd\xF0\x9F\x98",
+                        "\xA9\"",       "x\"",
+                        "xy\"}",        "\\",
+                        "\\n",          "a\\\"",
+                        "\x7F\x7F",     "\xED\x9F\xBF",
+                        "\xED\xA0\x80", "\xC0\x80",
+                        "  ",           "\"",
+                        "\",\"",        "\": \"",
+                        "{\"",          "ab\", \"",
+                        "\"}"}) {
+    t.push_back(s);
+  }
+  const auto vocab = std::make_shared<const TokenVocab>(std::move(t), std::vector<int32_t>{kEnd});
+  EXPECT_EQ(vocab->plain_chars(1 + 'a'), 1);
+  auto plain_of = [&](const std::string& bytes) {
+    for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
+      if (vocab->bytes(id) == bytes) return vocab->plain_chars(id);
+    }
+    return -2;  // not in the vocabulary
+  };
+  EXPECT_EQ(plain_of("caf\xC3\xA9"), 4);
+  EXPECT_EQ(plain_of("\xC3"), 1);  // the start of a character
+  EXPECT_EQ(plain_of("ab\xE2\x82"), 3);
+  EXPECT_EQ(plain_of("\xA9\""), -1);
+  EXPECT_EQ(plain_of("\xE0\x80"), -1);      // overlong start
+  EXPECT_EQ(plain_of("\xED\xA0\x80"), -1);  // a surrogate
+  EXPECT_EQ(plain_of("x\""), -1);
+  const std::string schema =
+      R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 5},
+          "b": {"type": "string", "maxLength": 3}, "c": {"type": "string", "minLength": 3},
+          "d": {"type": "array", "items": {"type": "string", "maxLength": 9}}}, "required": ["a", "b"]})";
+  const Grammar g = compile_json_schema(schema);
+  size_t counted = 0;
+  for (const auto& st : g.states) counted += st.plain_remaining >= 0 ? 1 : 0;
+  EXPECT_GE(counted, 6u + 4u + 4u + 10u);  // boundaries of a, b, c (3 counted, then any) and d's items
+  for (int round = 0; round < 2; ++round) random_walks(schema, 16, 40, vocab);
+  random_walks(R"({"type": "string", "maxLength": 2})", 8, 6, vocab);
+  random_walks(R"({"type": "string", "minLength": 4})", 8, 12, vocab);
+}
+
+// A branch no instance can satisfy is pruned: the mask never offers a prefix that cannot be completed
+// (found by the grammar fuzz harness: `{` and whitespace were allowed, then nothing).
+TEST(GrammarMatcher, UnsatisfiableBranchesOfferNoDeadEnd) {
+  const auto vocab = test_vocab();
+  const std::string unsat =
+      R"({"type": "object", "additionalProperties": false, "properties": {"a": {}}, "minProperties": 2})";
+  std::vector<uint64_t> bits;
+  GrammarMatcher none(std::make_shared<const CompiledGrammar>(compile_json_schema(unsat), vocab));
+  EXPECT_EQ(none.fill_mask(bits), 0u);
+  EXPECT_FALSE(none.advance("{"));
+  const auto g = std::make_shared<const CompiledGrammar>(
+      compile_json_schema(R"({"anyOf": [)" + unsat + R"(, {"type": "integer"}]})"), vocab);
+  GrammarMatcher m(g);
+  m.fill_mask(bits);
+  EXPECT_FALSE(bit(bits, 1 + '{'));
+  EXPECT_TRUE(bit(bits, 1 + '7'));
+  random_walks(R"({"type": "array", "items": {"anyOf": [)" + unsat + R"(, {"type": "boolean"}]}})", 6, 20,
+               vocab);
+}
+
 TEST(GrammarMatcher, MaskOnRecursiveSchema) {
   random_walks(R"({"$defs": {"n": {"type": "object", "properties": {"v": {"type": "integer"},
                  "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "required": ["v"],
