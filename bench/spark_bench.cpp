@@ -41,6 +41,7 @@ struct BenchOptions {
   std::vector<int> threads;
   int n_prompt = 512;
   int n_gen = 128;
+  int depth = 0;  // tgN after this many prompt tokens already in the KV cache
   int reps = 5;
   std::vector<int> concurrency;
   int conc_prompt = 128;
@@ -444,7 +445,8 @@ int run(const BenchOptions& o) {
     }
   }
   const int64_t max_len =
-      std::max({o.n_prompt + o.n_gen, o.conc_prompt + o.conc_gen, o.shared_prefix + 2 * o.session_tokens}) +
+      std::max({o.n_prompt + o.n_gen, o.depth + (o.reps + 1) * o.n_gen, o.conc_prompt + o.conc_gen,
+                o.shared_prefix + 2 * o.session_tokens}) +
       16;
   const double load_s = seconds_since(t0);
   loading = false;
@@ -508,12 +510,31 @@ int run(const BenchOptions& o) {
       if (o.n_gen > 0) {
         BenchRow row = base;
         row.test = "tg" + std::to_string(o.n_gen);
+        if (o.depth > 0) row.test += " @ d" + std::to_string(o.depth);
         row.n_gen = o.n_gen;
         const auto tokens = random_tokens(o.n_gen, cfg.vocab_size, rng);
         int64_t kv_bytes = 0;
+        // With a depth, one sequence is prefilled (untimed, in the engine's 512-token chunks) and each
+        // repetition decodes n_gen more tokens on it: the context grows by n_gen per repetition, a few
+        // percent of the depth.
+        SequenceKv deep(kv_pool);
+        if (o.depth > 0) {
+          const auto prompt = random_tokens(o.depth, cfg.vocab_size, rng);
+          if (!deep.reserve(o.depth + static_cast<int64_t>(o.reps + 1) * o.n_gen)) {
+            throw Error("KV reserve failed");
+          }
+          const auto t = Clock::now();
+          for (int64_t p = 0; p < o.depth; p += 512) {
+            SequenceChunk chunk{&deep, prompt.data() + p, std::min<int64_t>(512, o.depth - p), LogitsMode::kNone};
+            model->forward(std::span<const SequenceChunk>(&chunk, 1), logits, pool);
+          }
+          progress("depth " + std::to_string(o.depth) + " prefilled in " + std::to_string(seconds_since(t)) +
+                   " s");
+        }
         auto rates = repeat(o.reps, row.test + " t=" + std::to_string(threads), [&] {
-          SequenceKv kv(kv_pool);
-          kv.reserve(o.n_gen);
+          SequenceKv fresh(kv_pool);
+          SequenceKv& kv = o.depth > 0 ? deep : fresh;
+          if (o.depth == 0) kv.reserve(o.n_gen);
           const auto t = Clock::now();
           for (int i = 0; i < o.n_gen; ++i) {
             SequenceChunk chunk{&kv, tokens.data() + i, 1, LogitsMode::kLast};
@@ -620,6 +641,9 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "Comma list of thread counts")->capture_default_str();
   app.add_option("-p,--n-prompt", o.n_prompt, "Prefill tokens (0: skip)")->capture_default_str();
   app.add_option("-n,--n-gen", o.n_gen, "Decode tokens (0: skip)")->capture_default_str();
+  app.add_option("-d,--depth", o.depth, "Decode (tgN) after this many prompt tokens already in the KV cache")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("-r,--reps", o.reps, "Timed repetitions (one warm-up is added)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
