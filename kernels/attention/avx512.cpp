@@ -19,6 +19,7 @@ struct V512 {
   static R add(R a, R b) { return _mm512_add_ps(a, b); }
   static R sub(R a, R b) { return _mm512_sub_ps(a, b); }
   static R max(R a, R b) { return _mm512_max_ps(a, b); }
+  static float reduce(R x) { return _mm512_reduce_add_ps(x); }
   // e^x: x = n ln2 + r, e^r by a degree-7 polynomial (Cephes expf), 2^n into the exponent field; 0 below
   // -87.3 (and for -inf). The same steps as the AVX2 body's, so both give the same values.
   static R exp(R x) {

@@ -7,8 +7,10 @@
 // element broadcast once: every K and V row is read once per item whatever the group size. Keys go in
 // blocks of kAttentionKeyBlock positions aligned to multiples of it, with a running max m, sum l and
 // unnormalised output O per query (online softmax). Every per-query operation is lane-wise and runs over
-// d and over keys in order, so a row's result does not depend on the tile or task it sits in, and the
-// AVX2 and AVX-512 bodies compute the same values.
+// d and over keys in order, so a row's result does not depend on which multi-row tile or task it sits
+// in, and the AVX2 and AVX-512 bodies compute the same values. A one-row task (decode) forms its scores
+// as dot products instead (scores_dot: 4x fewer FMAs than a mostly idle transposed vector), which may
+// change the last bits of a decode row against the same row inside a prefill chunk.
 #pragma once
 
 #include <algorithm>
@@ -63,6 +65,29 @@ inline void scores_group(const float* qt, int64_t nqp, int hd, const float* cons
   for (; j < n; ++j) scores_kernel<V, QV, 1>(qt, nqp, hd, kp + j, st + j * nqp);
 }
 
+// A decode task (one row: nq = group queries, fewer than a vector's lanes) forms each score as a dot
+// product over head_dim instead, so no lanes idle: St[key][q] = sum_d Q[q][d] * K[key][d] with two
+// partial sums per (query, key) and one horizontal add. Lanes nq .. nqp-1 get 0.
+template <class V>
+inline void scores_dot(const float* qr, int nq, int hd, const float* const* kp, int64_t n, float* st,
+                       int64_t nqp) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float* k = kp[j];
+    for (int q = 0; q < nq; ++q) {
+      const float* x = qr + static_cast<int64_t>(q) * hd;
+      typename V::R a0 = V::zero(), a1 = V::zero();
+      int d = 0;
+      for (; d + 2 * V::L <= hd; d += 2 * V::L) {
+        a0 = V::fma(V::load(x + d), V::load(k + d), a0);
+        a1 = V::fma(V::load(x + d + V::L), V::load(k + d + V::L), a1);
+      }
+      if (d < hd) a0 = V::fma(V::load(x + d), V::load(k + d), a0);
+      st[j * nqp + q] = V::reduce(V::add(a0, a1));
+    }
+    for (int64_t q = nq; q < nqp; ++q) st[j * nqp + q] = 0.0f;
+  }
+}
+
 // O[q][d0 .. d0 + DV*L) = O * alpha[q] + sum_j P[j][q] * V[j][d0..], for NQ queries at once.
 template <class V, int DV, int NQ>
 inline void values_kernel(float* o, int hd, const float* alpha, const float* st, int64_t nqp, int q0,
@@ -104,9 +129,9 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it) 
   const int64_t nqp = (nq + V::L - 1) / V::L * V::L;
   const int64_t kv_off = static_cast<int64_t>(it.kv_head) * hd;
 
-  thread_local std::vector<float> qt, st, o, m, l, alpha;
+  thread_local std::vector<float> qt, qr, st, o, m, l, alpha;
   thread_local std::vector<const float*> kp, vp;
-  qt.assign(static_cast<size_t>(hd * nqp), 0.0f);
+  if (t.rows > 1) qt.assign(static_cast<size_t>(hd * nqp), 0.0f);
   st.resize(static_cast<size_t>(kKb * nqp));
   o.assign(static_cast<size_t>(nq) * hd, 0.0f);
   // m starts at the lowest finite value, not -inf, so the first block's rescale is exp(-huge) = 0 and
@@ -117,13 +142,22 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it) 
   kp.resize(kKb);
   vp.resize(kKb);
 
-  // Query q = r * group + g is head (kv_head * group + g) of row r.
+  // Query q = r * group + g is head (kv_head * group + g) of row r. A one-row task keeps the queries as
+  // rows (scores_dot), a larger one transposed.
+  const bool dot_form = t.rows == 1;
+  if (dot_form) qr.resize(static_cast<size_t>(nq) * hd);
   for (int64_t r = 0; r < rows; ++r) {
     for (int g = 0; g < group; ++g) {
       const float* q =
           t.q + (it.row_begin + r) * t.q_stride + (kv_off * group) + static_cast<int64_t>(g) * hd;
       const int64_t qi = r * group + g;
-      for (int d = 0; d < hd; ++d) qt[static_cast<size_t>(d * nqp + qi)] = q[d] * sh.scale;
+      for (int d = 0; d < hd; ++d) {
+        if (dot_form) {
+          qr[static_cast<size_t>(qi * hd + d)] = q[d] * sh.scale;
+        } else {
+          qt[static_cast<size_t>(d * nqp + qi)] = q[d] * sh.scale;
+        }
+      }
     }
   }
 
@@ -142,7 +176,7 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it) 
       kp[static_cast<size_t>(j)] = s.k + (p - s.pos) * s.stride + kv_off;
       vp[static_cast<size_t>(j)] = s.v + (p - s.pos) * s.stride + kv_off;
     }
-    for (int64_t c = 0; c < nqp; c += 4 * V::L) {
+    for (int64_t c = 0; c < (dot_form ? 0 : nqp); c += 4 * V::L) {
       const int64_t left = (nqp - c) / V::L;
       float* stc = st.data() + c;
       const float* qtc = qt.data() + c;
@@ -156,6 +190,7 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it) 
         scores_group<V, 1>(qtc, nqp, hd, kp.data(), n, stc);
       }
     }
+    if (dot_form) scores_dot<V>(qr.data(), nq, hd, kp.data(), n, st.data(), nqp);
     if (ks < all_lo || ke > all_hi) {
       constexpr float kNegInf = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < n; ++j) {
