@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -26,11 +27,17 @@ namespace spark::kernels::attention_tile {
 constexpr int64_t kKb = kAttentionKeyBlock;
 constexpr int kQueryVectors = 64;  // query vectors per item (group x tile rows), when the group allows
 
+// Decode rows with more keys than this are split into parts of keys at multiples of it (split-K), so a
+// long context spreads over every thread instead of one item per KV head.
+constexpr int64_t kSplitKeys = 1024;
+
 struct Item {
   int task;
   int kv_head;
   int64_t row_begin, row_end;
-  int64_t keys;  // keys the tile walks: the larger items go first
+  int64_t keys;              // keys the tile walks: the larger items go first
+  int64_t key_from, key_to;  // the item's keys (a split decode row's part; else all the rows see)
+  int64_t part;              // a split part's slot for (m, l, O), or -1: write the output
 };
 
 inline int64_t row_lo(const AttentionTask& t, int64_t pos) {
@@ -121,7 +128,7 @@ inline void values_all(float* o, int hd, const float* alpha, const float* st, in
 }
 
 template <class V>
-void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it) {
+void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, float* partials) {
   const int hd = sh.head_dim;
   const int group = sh.num_heads / sh.num_kv_heads;
   const int64_t rows = it.row_end - it.row_begin;
@@ -162,12 +169,13 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it) 
   }
 
   const int64_t first_pos = t.first_pos + it.row_begin, last_pos = t.first_pos + it.row_end - 1;
-  const int64_t key_lo = row_lo(t, first_pos);
+  const int64_t key_lo = std::max(row_lo(t, first_pos), it.key_from);
+  const int64_t key_hi = std::min(last_pos, it.key_to);
   // Keys every row of the tile sees need no mask.
   const int64_t all_lo = row_lo(t, last_pos), all_hi = first_pos;
   size_t span = 0;
-  for (int64_t b = key_lo / kKb * kKb; b <= last_pos; b += kKb) {
-    const int64_t ks = std::max(b, key_lo), ke = std::min(b + kKb - 1, last_pos);
+  for (int64_t b = key_lo / kKb * kKb; b <= key_hi; b += kKb) {
+    const int64_t ks = std::max(b, key_lo), ke = std::min(b + kKb - 1, key_hi);
     const int64_t n = ke - ks + 1;
     for (int64_t j = 0; j < n; ++j) {
       const int64_t p = ks + j;
@@ -228,6 +236,16 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it) 
     }
   }
 
+  if (it.part >= 0) {
+    // A split part: its running max, sum and unnormalised output per query, merged by run().
+    float* dst = partials + it.part * nq * (hd + 2);
+    for (int qi = 0; qi < nq; ++qi) {
+      dst[qi * (hd + 2)] = m[static_cast<size_t>(qi)];
+      dst[qi * (hd + 2) + 1] = l[static_cast<size_t>(qi)];
+      std::copy_n(o.data() + static_cast<int64_t>(qi) * hd, hd, dst + qi * (hd + 2) + 2);
+    }
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     for (int g = 0; g < group; ++g) {
       const int64_t qi = r * group + g;
@@ -241,21 +259,67 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it) 
 template <class V>
 void run(const AttentionShape& sh, std::span<const AttentionTask> tasks, ThreadPool& pool) {
   const int group = sh.num_heads / sh.num_kv_heads;
+  const int hd = sh.head_dim;
   const int64_t tile_rows = std::max(1, kQueryVectors / group);
+  struct Merge {
+    int task, kv_head;
+    int64_t first_part, parts;
+  };
   thread_local std::vector<Item> items;
+  thread_local std::vector<Merge> merges;
+  thread_local std::vector<float> partials;
   items.clear();
+  merges.clear();
+  int64_t parts = 0;
   for (size_t ti = 0; ti < tasks.size(); ++ti) {
     const AttentionTask& t = tasks[ti];
+    const int task = static_cast<int>(ti);
+    const int64_t lo = row_lo(t, t.first_pos), pos = t.first_pos;
+    if (t.rows == 1 && pos - lo + 1 > kSplitKeys) {
+      for (int h = 0; h < sh.num_kv_heads; ++h) {
+        merges.push_back({task, h, parts, 0});
+        for (int64_t b = lo / kSplitKeys * kSplitKeys; b <= pos; b += kSplitKeys) {
+          const int64_t from = std::max(b, lo), to = std::min(b + kSplitKeys - 1, pos);
+          items.push_back({task, h, 0, 1, to - from + 1, from, to, parts++});
+          ++merges.back().parts;
+        }
+      }
+      continue;
+    }
     for (int64_t r = 0; r < t.rows; r += tile_rows) {
       const int64_t re = std::min(t.rows, r + tile_rows);
       const int64_t keys = t.first_pos + re - row_lo(t, t.first_pos + r);
-      for (int h = 0; h < sh.num_kv_heads; ++h) items.push_back({static_cast<int>(ti), h, r, re, keys});
+      for (int h = 0; h < sh.num_kv_heads; ++h) items.push_back({task, h, r, re, keys, 0, INT64_MAX, -1});
     }
   }
+  partials.resize(static_cast<size_t>(parts * group * (hd + 2)));
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.keys > b.keys; });
   const std::vector<Item>& list = items;
+  float* part_data = partials.data();
   pool.run(list.size(),
-           [&](size_t i) { run_item<V>(sh, tasks[static_cast<size_t>(list[i].task)], list[i]); });
+           [&](size_t i) { run_item<V>(sh, tasks[static_cast<size_t>(list[i].task)], list[i], part_data); });
+  if (merges.empty()) return;
+  // Split rows: combine the parts in position order (the same order whatever ran where).
+  const std::vector<Merge>& ml = merges;
+  pool.run(ml.size(), [&](size_t i) {
+    const Merge& mg = ml[i];
+    const AttentionTask& t = tasks[static_cast<size_t>(mg.task)];
+    for (int g = 0; g < group; ++g) {
+      const auto part = [&](int64_t p) { return part_data + ((mg.first_part + p) * group + g) * (hd + 2); };
+      float mx = part(0)[0];
+      for (int64_t p = 1; p < mg.parts; ++p) mx = std::max(mx, part(p)[0]);
+      float* out = t.out + static_cast<int64_t>(mg.kv_head * group + g) * hd;
+      float sum = 0.0f;
+      std::fill_n(out, hd, 0.0f);
+      for (int64_t p = 0; p < mg.parts; ++p) {
+        const float w = std::exp(part(p)[0] - mx);
+        sum += part(p)[1] * w;
+        for (int d = 0; d < hd; ++d) out[d] += part(p)[2 + d] * w;
+      }
+      const float inv = 1.0f / sum;
+      for (int d = 0; d < hd; ++d) out[d] *= inv;
+    }
+  });
 }
 
 }  // namespace spark::kernels::attention_tile
