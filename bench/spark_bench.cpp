@@ -524,7 +524,13 @@ int run(const BenchOptions& o) {
         // repetition decodes n_gen tokens on a fresh sequence and then n_gen more on the deep one, back to
         // back, so the two rates see the same machine load (the deep context grows by n_gen per repetition,
         // a few percent of the depth).
-        SequenceKv deep(kv_pool);
+        // The deep run uses a bounded pool as the engine does (one arena, huge pages where available).
+        const int64_t deep_pages = (o.depth + static_cast<int64_t>(o.reps + 2) * o.n_gen) / 16 + 2 +
+                                   2 * KvPagePool(cfg, 16, 0).ring_pages() + o.n_gen / 16 + 2;
+        KvPagePool bounded_pool(cfg, 16,
+                                o.depth > 0 ? deep_pages * kv_pool.page_bytes() : kv_pool.page_bytes());
+        KvPagePool& tg_pool = o.depth > 0 ? bounded_pool : kv_pool;
+        SequenceKv deep(tg_pool);
         if (o.depth > 0) {
           const auto prompt = random_tokens(o.depth, cfg.vocab_size, rng);
           if (!deep.reserve(o.depth + static_cast<int64_t>(o.reps + 1) * o.n_gen)) {
@@ -541,8 +547,8 @@ int run(const BenchOptions& o) {
         }
         std::vector<double> deep_rates;
         auto rates = repeat(o.reps, row.test + " t=" + std::to_string(threads), [&] {
-          SequenceKv kv(kv_pool);
-          kv.reserve(o.n_gen);
+          SequenceKv kv(tg_pool);
+          if (!kv.reserve(o.n_gen)) throw Error("KV reserve failed");
           const double rate = decode(kv);
           kv_bytes = kv.pages_held() * kv_pool.page_bytes();
           if (o.depth > 0) {
