@@ -41,6 +41,7 @@ struct BenchOptions {
   std::vector<int> threads;
   int n_prompt = 512;
   int n_gen = 128;
+  int depth = 0;  // tgN after this many prompt tokens already in the KV cache
   int reps = 5;
   std::vector<int> concurrency;
   int conc_prompt = 128;
@@ -443,9 +444,9 @@ int run(const BenchOptions& o) {
              " (random weights)";
     }
   }
-  const int64_t max_len =
-      std::max({o.n_prompt + o.n_gen, o.conc_prompt + o.conc_gen, o.shared_prefix + 2 * o.session_tokens}) +
-      16;
+  const int64_t max_len = std::max({o.n_prompt + o.n_gen, o.depth + (o.reps + 1) * o.n_gen,
+                                    o.conc_prompt + o.conc_gen, o.shared_prefix + 2 * o.session_tokens}) +
+                          16;
   const double load_s = seconds_since(t0);
   loading = false;
   sampler.join();
@@ -510,17 +511,53 @@ int run(const BenchOptions& o) {
         row.test = "tg" + std::to_string(o.n_gen);
         row.n_gen = o.n_gen;
         const auto tokens = random_tokens(o.n_gen, cfg.vocab_size, rng);
-        int64_t kv_bytes = 0;
-        auto rates = repeat(o.reps, row.test + " t=" + std::to_string(threads), [&] {
-          SequenceKv kv(kv_pool);
-          kv.reserve(o.n_gen);
+        int64_t kv_bytes = 0, deep_kv_bytes = 0;
+        auto decode = [&](SequenceKv& kv) {
           const auto t = Clock::now();
           for (int i = 0; i < o.n_gen; ++i) {
             SequenceChunk chunk{&kv, tokens.data() + i, 1, LogitsMode::kLast};
             model->forward(std::span<const SequenceChunk>(&chunk, 1), logits, pool);
           }
-          kv_bytes = kv.pages_held() * kv_pool.page_bytes();
           return o.n_gen / seconds_since(t);
+        };
+        // With a depth, one sequence is prefilled (untimed, in the engine's 512-token chunks) and each
+        // repetition decodes n_gen tokens on a fresh sequence and then n_gen more on the deep one, back to
+        // back, so the two rates see the same machine load (the deep context grows by n_gen per repetition,
+        // a few percent of the depth).
+        // The deep run uses a bounded pool as the engine does (one arena, huge pages where available).
+        const int64_t deep_pages = (o.depth + static_cast<int64_t>(o.reps + 2) * o.n_gen) / 16 + 2 +
+                                   2 * KvPagePool(cfg, 16, 0).ring_pages() + o.n_gen / 16 + 2;
+        KvPagePool bounded_pool(cfg, 16,
+                                o.depth > 0 ? deep_pages * kv_pool.page_bytes() : kv_pool.page_bytes());
+        KvPagePool& tg_pool = o.depth > 0 ? bounded_pool : kv_pool;
+        SequenceKv deep(tg_pool);
+        if (o.depth > 0) {
+          const auto prompt = random_tokens(o.depth, cfg.vocab_size, rng);
+          if (!deep.reserve(o.depth + static_cast<int64_t>(o.reps + 1) * o.n_gen)) {
+            throw Error("KV reserve failed");
+          }
+          const auto t = Clock::now();
+          for (int64_t p = 0; p < o.depth; p += 512) {
+            SequenceChunk chunk{&deep, prompt.data() + p, std::min<int64_t>(512, o.depth - p),
+                                LogitsMode::kNone};
+            model->forward(std::span<const SequenceChunk>(&chunk, 1), logits, pool);
+          }
+          progress("depth " + std::to_string(o.depth) + " prefilled in " + std::to_string(seconds_since(t)) +
+                   " s");
+        }
+        std::vector<double> deep_rates;
+        auto rates = repeat(o.reps, row.test + " t=" + std::to_string(threads), [&] {
+          SequenceKv kv(tg_pool);
+          if (!kv.reserve(o.n_gen)) throw Error("KV reserve failed");
+          const double rate = decode(kv);
+          kv_bytes = kv.pages_held() * kv_pool.page_bytes();
+          if (o.depth > 0) {
+            deep_rates.push_back(decode(deep));
+            deep_kv_bytes = deep.pages_held() * kv_pool.page_bytes();
+            progress("  tg" + std::to_string(o.n_gen) + " @ d" + std::to_string(o.depth) + ": " +
+                     std::to_string(deep_rates.back()) + " t/s");
+          }
+          return rate;
         });
         const Stats s = summarize(rates);
         row.tokens_per_s_median = s.median;
@@ -528,6 +565,16 @@ int run(const BenchOptions& o) {
         row.tokens_per_s_max = s.max;
         row.kv_bytes = kv_bytes;
         rows.push_back(row);
+        if (o.depth > 0) {
+          deep_rates.erase(deep_rates.begin());  // the warm-up's
+          const Stats d = summarize(deep_rates);
+          row.test += " @ d" + std::to_string(o.depth);
+          row.tokens_per_s_median = d.median;
+          row.tokens_per_s_min = d.min;
+          row.tokens_per_s_max = d.max;
+          row.kv_bytes = deep_kv_bytes;
+          rows.push_back(row);
+        }
       }
       for (int n : o.concurrency) {
         BenchRow row = base;
@@ -620,6 +667,12 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "Comma list of thread counts")->capture_default_str();
   app.add_option("-p,--n-prompt", o.n_prompt, "Prefill tokens (0: skip)")->capture_default_str();
   app.add_option("-n,--n-gen", o.n_gen, "Decode tokens (0: skip)")->capture_default_str();
+  app.add_option(
+         "-d,--depth", o.depth,
+         "Also time tgN after this many prompt tokens already in the KV cache, each repetition beside a "
+         "short-context tgN")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("-r,--reps", o.reps, "Timed repetitions (one warm-up is added)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

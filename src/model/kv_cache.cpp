@@ -40,6 +40,10 @@ KvPagePool::KvPagePool(const ModelConfig& config, int block_size, int64_t budget
                   " bytes: " + std::strerror(errno));
     }
     arena_ = static_cast<float*>(mem);
+    // Decode attention streams every full-layer block of a long context per token; with 4 KiB pages that
+    // is a TLB miss every two head rows. Huge pages where the kernel allows them (advice only: failure
+    // or THP "never" leave 4 KiB pages).
+    ::madvise(mem, arena_bytes_, MADV_HUGEPAGE);
     if (prefault) std::memset(arena_, 0, arena_bytes_);
     for (int64_t p = 0; p < max_pages_; ++p) pages_.push_back(arena_ + p * page_floats_);
     refs_.assign(pages_.size(), 0);

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 
+#include "attention/attention.h"
 #include "gemm/path_report.h"
 #include "spark/error.h"
 
@@ -27,41 +28,6 @@ std::vector<float> vector_from(const TensorInfo& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
   kernels::float_weight_to_f32(w, 0, t.numel(), v.data());
   return v;
-}
-
-// Eight independent partial sums let the compiler vectorise without reassociating a single chain.
-inline float dot(const float* a, const float* b, int n) {
-  float acc[8] = {};
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  }
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-// dot() of one key with four query rows at once: each row's sums are formed exactly as dot() forms them
-// (same lanes, same order, same final tree), but the four independent chains keep the adder busy where
-// one chain waits on each addition's latency.
-inline void dot4(const float* const* q, const float* k, int n, float* out) {
-  float acc[4][8] = {};
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int r = 0; r < 4; ++r) {
-      for (int j = 0; j < 8; ++j) acc[r][j] += q[r][i + j] * k[i + j];
-    }
-  }
-  for (int r = 0; r < 4; ++r) {
-    const float* a = acc[r];
-    float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-    for (int t = i; t < n; ++t) s += q[r][t] * k[t];
-    out[r] = s;
-  }
-}
-
-inline void axpy(float a, const float* x, float* y, int n) {
-  for (int i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
 void rms_norm_rows(const float* x, const float* w, float* y, int64_t rows, int64_t cols, double eps,
@@ -271,116 +237,66 @@ void SparkModel::store_kv(const Layer& layer, std::span<const SequenceChunk> chu
 
 void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> chunks, ThreadPool& pool) {
   const int hd = config_.head_dim, n_heads = config_.num_heads;
-  const int group = config_.num_heads / config_.num_kv_heads;
   const int q_dim = config_.q_dim(), kv_dim = config_.kv_dim(), qkv_dim = config_.qkv_dim();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool sliding = layer.type == LayerType::kSliding;
-  const int64_t window = config_.sliding_window;
-  constexpr int64_t kQueryBlock = 16;
+  const int64_t window = sliding ? config_.sliding_window : 0;
 
-  struct Item {
-    int chunk, head;
-    int64_t row_begin, row_end;
-  };
-  std::vector<Item> items;
+  // Each chunk's keys as runs of evenly strided rows: earlier positions from the cache (a full layer's
+  // blocks, or the sliding ring, which wraps and spans pages), this chunk's own from this step's qkv rows.
+  spans_.clear();
+  std::vector<size_t> first_span;
   for (size_t c = 0; c < chunks.size(); ++c) {
-    for (int h = 0; h < n_heads; ++h) {
-      for (int64_t r = 0; r < chunks[c].num_tokens; r += kQueryBlock) {
-        items.push_back({static_cast<int>(c), h, r, std::min(chunks[c].num_tokens, r + kQueryBlock)});
-      }
-    }
-  }
-
-  pool.run(items.size(), [&](size_t idx) {
-    const Item& it = items[idx];
-    const SequenceChunk& ch = chunks[static_cast<size_t>(it.chunk)];
+    const SequenceChunk& ch = chunks[c];
     const int64_t start = ch.kv->num_tokens();
-    const int64_t row0 = chunk_begin_[static_cast<size_t>(it.chunk)];
-    const int kv_head = it.head / group;
-    const int64_t kv_off = static_cast<int64_t>(kv_head) * hd;
-    // Keys and values of positions inside this chunk come straight from this step's qkv rows; earlier
-    // ones from the cache (ring or blocks).
-    auto key = [&](int64_t kp) -> const float* {
-      if (kp >= start) return qkv_.data() + (row0 + kp - start) * qkv_dim + q_dim + kv_off;
-      return (sliding ? ch.kv->ring_keys(layer.type_index, kp) : ch.kv->full_keys(layer.type_index, kp)) +
-             kv_off;
-    };
-    auto value = [&](int64_t kp) -> const float* {
-      if (kp >= start) return qkv_.data() + (row0 + kp - start) * qkv_dim + q_dim + kv_dim + kv_off;
-      return (sliding ? ch.kv->ring_values(layer.type_index, kp) : ch.kv->full_values(layer.type_index, kp)) +
-             kv_off;
-    };
-    // Each key and value row is read once per item and used by every query row of the item that sees it
-    // (up to kQueryBlock rows): reading them once per query row made a multi-token chunk at a long
-    // position stream the whole context from L3/memory once per row. The arithmetic per (query, key) and
-    // the order of accumulation over keys are unchanged, so the results are bit-identical.
-    const int64_t rows = it.row_end - it.row_begin;
-    const int64_t first_pos = start + it.row_begin, last_pos = start + it.row_end - 1;
-    auto lo_of = [&](int64_t pos) { return sliding ? std::max<int64_t>(0, pos - window + 1) : int64_t{0}; };
-    const int64_t span = last_pos - lo_of(first_pos) + 1;  // keys any row of the item sees
-    thread_local std::vector<float> scores;  // [row][key - lo(row)], stride span
-    scores.resize(static_cast<size_t>(rows * span));
-    const float* q[kQueryBlock];
-    float* out[kQueryBlock];
-    int64_t lo[kQueryBlock] = {}, hi[kQueryBlock] = {};
-    float max_score[kQueryBlock] = {};
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t row = row0 + it.row_begin + r;
-      const int64_t pos = first_pos + r;
-      // The window counts the query itself: keys pos - (window - 1) .. pos.
-      lo[r] = lo_of(pos);
-      hi[r] = pos;
-      q[r] = qkv_.data() + row * qkv_dim + static_cast<int64_t>(it.head) * hd;
-      out[r] = attn_.data() + row * q_dim + static_cast<int64_t>(it.head) * hd;
-      max_score[r] = -std::numeric_limits<float>::infinity();
-    }
-    const int64_t key_lo = lo[0];
-    // Rows see keys lo[r]..hi[r], both rising with r, so the rows that see key kp are a contiguous run.
-    int64_t r_first = 0, r_end = 0;
-    for (int64_t kp = key_lo; kp <= last_pos; ++kp) {
-      while (r_end < rows && lo[r_end] <= kp) ++r_end;
-      while (r_first < r_end && hi[r_first] < kp) ++r_first;
-      const float* k = key(kp);
-      int64_t r = r_first;
-      for (; r + 4 <= r_end; r += 4) {
-        float d[4];
-        dot4(q + r, k, hd, d);
-        for (int64_t j = 0; j < 4; ++j) {
-          const float s = d[j] * scale;
-          scores[static_cast<size_t>((r + j) * span + kp - lo[r + j])] = s;
-          max_score[r + j] = std::max(max_score[r + j], s);
-        }
+    const int64_t lo = sliding ? std::max<int64_t>(0, start - window + 1) : 0;
+    first_span.push_back(spans_.size());
+    for (int64_t p = lo; p < start;) {
+      auto k_at = [&](int64_t kp) {
+        return sliding ? ch.kv->ring_keys(layer.type_index, kp) : ch.kv->full_keys(layer.type_index, kp);
+      };
+      auto v_at = [&](int64_t kp) {
+        return sliding ? ch.kv->ring_values(layer.type_index, kp) : ch.kv->full_values(layer.type_index, kp);
+      };
+      // A full layer's block holds its positions contiguously; ring runs are found entry by entry.
+      const int64_t bs = ch.kv->pool().block_size();
+      kernels::KvSpan s{p, sliding ? 1 : std::min(bs - p % bs, start - p), k_at(p), v_at(p), kv_dim};
+      while (p + s.count < start && k_at(p + s.count) == s.k + s.count * kv_dim &&
+             v_at(p + s.count) == s.v + s.count * kv_dim) {
+        ++s.count;
       }
-      for (; r < r_end; ++r) {
-        const float s = dot(q[r], k, hd) * scale;
-        scores[static_cast<size_t>(r * span + kp - lo[r])] = s;
-        max_score[r] = std::max(max_score[r], s);
-      }
+      spans_.push_back(s);
+      p += s.count;
     }
-    double sum[kQueryBlock] = {};
-    for (int64_t r = 0; r < rows; ++r) {
-      float* sr = scores.data() + r * span;
-      double acc = 0.0;
-      for (int64_t i = 0; i <= hi[r] - lo[r]; ++i) {
-        sr[i] = std::exp(sr[i] - max_score[r]);
-        acc += sr[i];
+    const float* own = qkv_.data() + chunk_begin_[c] * qkv_dim + q_dim;
+    spans_.push_back({start, ch.num_tokens, own, own + kv_dim, qkv_dim});
+  }
+  std::vector<kernels::AttentionTask> tasks;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const SequenceChunk& ch = chunks[c];
+    const size_t end = c + 1 < chunks.size() ? first_span[c + 1] : spans_.size();
+    kernels::AttentionTask t;
+    t.q = qkv_.data() + chunk_begin_[c] * qkv_dim;
+    t.q_stride = qkv_dim;
+    t.out = attn_.data() + chunk_begin_[c] * q_dim;
+    t.out_stride = q_dim;
+    t.rows = ch.num_tokens;
+    t.first_pos = ch.kv->num_tokens();
+    t.window = window;
+    t.kv = std::span<const kernels::KvSpan>(spans_.data() + first_span[c], end - first_span[c]);
+    tasks.push_back(t);
+  }
+  const kernels::AttentionShape shape{n_heads, config_.num_kv_heads, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+  kernels::attention(shape, tasks, pool);
+
+  // The head-wise output gate scales each head's output.
+  const int64_t total = static_cast<int64_t>(token_pos_.size());
+  pool.parallel_for(static_cast<size_t>(total), 16, [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r) {
+      for (int h = 0; h < n_heads; ++h) {
+        const float g = gate_[r * static_cast<size_t>(n_heads) + static_cast<size_t>(h)];
+        float* o = attn_.data() + static_cast<int64_t>(r) * q_dim + static_cast<int64_t>(h) * hd;
+        for (int d = 0; d < hd; ++d) o[d] *= g;
       }
-      sum[r] = acc;
-      std::fill(out[r], out[r] + hd, 0.0f);
-    }
-    for (int64_t kp = key_lo; kp <= last_pos; ++kp) {
-      const float* v = value(kp);
-      for (int64_t r = 0; r < rows; ++r) {
-        if (kp < lo[r] || kp > hi[r]) continue;
-        axpy(scores[static_cast<size_t>(r * span + kp - lo[r])], v, out[r], hd);
-      }
-    }
-    for (int64_t r = 0; r < rows; ++r) {
-      // Normalisation and the head-wise output gate fold into one scale of this head's output.
-      const int64_t row = row0 + it.row_begin + r;
-      const float g = gate_[static_cast<size_t>(row * n_heads + it.head)];
-      const float f = static_cast<float>(g / sum[r]);
-      for (int d = 0; d < hd; ++d) out[r][d] *= f;
     }
   });
 }

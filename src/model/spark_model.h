@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention.h"
 #include "gemm/weight.h"
 #include "model/checkpoint.h"
 #include "model/kv_cache.h"
@@ -107,6 +108,7 @@ class SparkModel {
   std::vector<float> x_, h_, qkv_, gate_, attn_, proj_, ffn_gate_, ffn_up_, head_in_;
   std::vector<int64_t> token_pos_;    // absolute position of each step token
   std::vector<int64_t> chunk_begin_;  // first step row of each chunk
+  std::vector<kernels::KvSpan> spans_;  // attention's key runs, all chunks of one layer
 };
 
 kernels::FloatWeight float_weight_from(const TensorInfo& t);

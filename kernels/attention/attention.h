@@ -1,0 +1,57 @@
+// Causal attention over a paged / ring KV cache, as a kernel family: a scalar reference and per-ISA
+// bodies behind one dispatch. One work item is one KV head and a tile of query rows: the query heads
+// of that KV group and every row of the tile share each K/V row as it is read, keys are taken in blocks
+// with an online softmax (running max and sum per query), and items spread over the thread pool.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "util/thread_pool.h"
+
+namespace spark::kernels {
+
+// Consecutive key positions whose K and V rows are evenly strided in memory (a cache block, a run of
+// a ring, or the rows of the chunk being computed).
+struct KvSpan {
+  int64_t pos = 0;           // position of the first row
+  int64_t count = 0;         // rows
+  const float* k = nullptr;  // KV head h of row i: k + i * stride + h * head_dim
+  const float* v = nullptr;
+  int64_t stride = 0;  // floats between consecutive rows
+};
+
+// One sequence's chunk: query row r sits at position first_pos + r and attends to the keys at positions
+// max(0, pos - window + 1) .. pos (window 0: every earlier position). `kv` lists those keys in rising
+// position order with no gaps; it may start earlier than the first row's window needs.
+struct AttentionTask {
+  const float* q = nullptr;  // head h of row r: q + r * q_stride + h * head_dim
+  int64_t q_stride = 0;
+  float* out = nullptr;  // softmax(q kᵀ · scale) v, same indexing with out_stride
+  int64_t out_stride = 0;
+  int64_t rows = 0;
+  int64_t first_pos = 0;
+  int64_t window = 0;
+  std::span<const KvSpan> kv;
+};
+
+struct AttentionShape {
+  int num_heads = 0;
+  int num_kv_heads = 0;  // divides num_heads; query head h reads KV head h / (num_heads / num_kv_heads)
+  int head_dim = 0;
+  float scale = 1.0f;
+};
+
+// Runs every task on the pool at the active instruction-set tier. A row of a multi-row task gets a result
+// that depends only on its query and the keys it sees (not on how rows are grouped into tasks or tiles,
+// nor on the tier): keys are blocked at fixed multiples of kAttentionKeyBlock positions and every sum runs
+// in position order. A one-row task (decode) forms its scores as dot products, and over more than 1,024
+// keys is split into 1,024-position parts merged in position order (split-K; same tolerance).
+void attention(const AttentionShape& shape, std::span<const AttentionTask> tasks, ThreadPool& pool);
+
+// Scalar reference (two passes, double accumulation, single thread): the ground truth.
+void attention_ref(const AttentionShape& shape, const AttentionTask& task);
+
+inline constexpr int64_t kAttentionKeyBlock = 64;
+
+}  // namespace spark::kernels

@@ -1,0 +1,54 @@
+#include <immintrin.h>
+
+#include "attention/attention_isa.h"
+#include "attention/tile.h"
+
+namespace spark::kernels {
+
+namespace {
+
+struct V512 {
+  using R = __m512;
+  static constexpr int L = 16;
+  static R zero() { return _mm512_setzero_ps(); }
+  static R load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, R x) { _mm512_storeu_ps(p, x); }
+  static R set1(float x) { return _mm512_set1_ps(x); }
+  static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
+  static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
+  static R add(R a, R b) { return _mm512_add_ps(a, b); }
+  static R sub(R a, R b) { return _mm512_sub_ps(a, b); }
+  static R max(R a, R b) { return _mm512_max_ps(a, b); }
+  static float reduce(R x) { return _mm512_reduce_add_ps(x); }
+  // e^x: x = n ln2 + r, e^r by a degree-7 polynomial (Cephes expf), 2^n into the exponent field; 0 below
+  // -87.3 (and for -inf). The same steps as the AVX2 body's, so both give the same values.
+  static R exp(R x) {
+    const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+    const R n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    R r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    R p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mov_ps(static_cast<__mmask16>(~tiny), _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
+  }
+};
+
+}  // namespace
+
+bool attention_avx512_supports(int head_dim) {
+  return head_dim > 0 && head_dim % V512::L == 0;
+}
+
+void attention_avx512(const AttentionShape& shape, std::span<const AttentionTask> tasks, ThreadPool& pool) {
+  attention_tile::run<V512>(shape, tasks, pool);
+}
+
+}  // namespace spark::kernels

@@ -1,0 +1,325 @@
+// The vector body of attention, written once over a small vector-traits type V and instantiated by
+// avx2.cpp and avx512.cpp (each with its own target flags; V is local to each, so the instantiations
+// are distinct). Included only by those two files.
+//
+// One item = one KV head x a tile of query rows; its nq = group x rows query vectors are kept transposed
+// (Qt[d][q], pre-scaled) so that a score is a run of FMAs over d, vectorised across queries, each key
+// element broadcast once: every K and V row is read once per item whatever the group size. Keys go in
+// blocks of kAttentionKeyBlock positions aligned to multiples of it, with a running max m, sum l and
+// unnormalised output O per query (online softmax). Every per-query operation is lane-wise and runs over
+// d and over keys in order, so a row's result does not depend on which multi-row tile or task it sits
+// in, and the AVX2 and AVX-512 bodies compute the same values. A one-row task (decode) forms its scores
+// as dot products instead (scores_dot: 4x fewer FMAs than a mostly idle transposed vector), which may
+// change the last bits of a decode row against the same row inside a prefill chunk.
+#pragma once
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "attention/attention.h"
+
+namespace spark::kernels::attention_tile {
+
+constexpr int64_t kKb = kAttentionKeyBlock;
+constexpr int kQueryVectors = 64;  // query vectors per item (group x tile rows), when the group allows
+
+// Decode rows with more keys than this are split into parts of keys at multiples of it (split-K), so a
+// long context spreads over every thread instead of one item per KV head.
+constexpr int64_t kSplitKeys = 1024;
+
+struct Item {
+  int task;
+  int kv_head;
+  int64_t row_begin, row_end;
+  int64_t keys;              // keys the tile walks: the larger items go first
+  int64_t key_from, key_to;  // the item's keys (a split decode row's part; else all the rows see)
+  int64_t part;              // a split part's slot for (m, l, O), or -1: write the output
+};
+
+inline int64_t row_lo(const AttentionTask& t, int64_t pos) {
+  return t.window > 0 ? std::max<int64_t>(0, pos - t.window + 1) : 0;
+}
+
+// acc[k][v] over QV query vectors and KU keys: St[key][q] = sum_d Qt[d][q] * K[key][d], in d order.
+template <class V, int QV, int KU>
+inline void scores_kernel(const float* qt, int64_t nqp, int hd, const float* const* kp, float* st) {
+  typename V::R acc[KU][QV];
+  for (int u = 0; u < KU; ++u) {
+    for (int v = 0; v < QV; ++v) acc[u][v] = V::zero();
+  }
+  for (int d = 0; d < hd; ++d) {
+    typename V::R qv[QV];
+    for (int v = 0; v < QV; ++v) qv[v] = V::load(qt + d * nqp + v * V::L);
+    for (int u = 0; u < KU; ++u) {
+      const typename V::R kb = V::set1(kp[u][d]);
+      for (int v = 0; v < QV; ++v) acc[u][v] = V::fma(qv[v], kb, acc[u][v]);
+    }
+  }
+  for (int u = 0; u < KU; ++u) {
+    for (int v = 0; v < QV; ++v) V::store(st + u * nqp + v * V::L, acc[u][v]);
+  }
+}
+
+template <class V, int QV>
+inline void scores_group(const float* qt, int64_t nqp, int hd, const float* const* kp, int64_t n, float* st) {
+  constexpr int KU = QV <= 2 ? 8 : 4;
+  int64_t j = 0;
+  for (; j + KU <= n; j += KU) scores_kernel<V, QV, KU>(qt, nqp, hd, kp + j, st + j * nqp);
+  for (; j < n; ++j) scores_kernel<V, QV, 1>(qt, nqp, hd, kp + j, st + j * nqp);
+}
+
+// A decode task (one row: nq = group queries, fewer than a vector's lanes) forms each score as a dot
+// product over head_dim instead, so no lanes idle: St[key][q] = sum_d Q[q][d] * K[key][d] with two
+// partial sums per (query, key) and one horizontal add. Lanes nq .. nqp-1 get 0.
+template <class V>
+inline void scores_dot(const float* qr, int nq, int hd, const float* const* kp, int64_t n, float* st,
+                       int64_t nqp) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float* k = kp[j];
+    for (int q = 0; q < nq; ++q) {
+      const float* x = qr + static_cast<int64_t>(q) * hd;
+      typename V::R a0 = V::zero(), a1 = V::zero();
+      int d = 0;
+      for (; d + 2 * V::L <= hd; d += 2 * V::L) {
+        a0 = V::fma(V::load(x + d), V::load(k + d), a0);
+        a1 = V::fma(V::load(x + d + V::L), V::load(k + d + V::L), a1);
+      }
+      if (d < hd) a0 = V::fma(V::load(x + d), V::load(k + d), a0);
+      st[j * nqp + q] = V::reduce(V::add(a0, a1));
+    }
+    for (int64_t q = nq; q < nqp; ++q) st[j * nqp + q] = 0.0f;
+  }
+}
+
+// O[q][d0 .. d0 + DV*L) = O * alpha[q] + sum_j P[j][q] * V[j][d0..], for NQ queries at once.
+template <class V, int DV, int NQ>
+inline void values_kernel(float* o, int hd, const float* alpha, const float* st, int64_t nqp, int q0,
+                          const float* const* vp, int64_t n, int d0) {
+  typename V::R acc[NQ][DV];
+  for (int a = 0; a < NQ; ++a) {
+    const typename V::R s = V::set1(alpha[q0 + a]);
+    for (int v = 0; v < DV; ++v) acc[a][v] = V::mul(V::load(o + (q0 + a) * hd + d0 + v * V::L), s);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    typename V::R x[DV];
+    for (int v = 0; v < DV; ++v) x[v] = V::load(vp[j] + d0 + v * V::L);
+    for (int a = 0; a < NQ; ++a) {
+      const typename V::R p = V::set1(st[j * nqp + q0 + a]);
+      for (int v = 0; v < DV; ++v) acc[a][v] = V::fma(p, x[v], acc[a][v]);
+    }
+  }
+  for (int a = 0; a < NQ; ++a) {
+    for (int v = 0; v < DV; ++v) V::store(o + (q0 + a) * hd + d0 + v * V::L, acc[a][v]);
+  }
+}
+
+template <class V, int DV>
+inline void values_all(float* o, int hd, const float* alpha, const float* st, int64_t nqp, int nq,
+                       const float* const* vp, int64_t n) {
+  for (int d0 = 0; d0 < hd; d0 += DV * V::L) {
+    int q = 0;
+    for (; q + 2 <= nq; q += 2) values_kernel<V, DV, 2>(o, hd, alpha, st, nqp, q, vp, n, d0);
+    for (; q < nq; ++q) values_kernel<V, DV, 1>(o, hd, alpha, st, nqp, q, vp, n, d0);
+  }
+}
+
+template <class V>
+void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, float* partials) {
+  const int hd = sh.head_dim;
+  const int group = sh.num_heads / sh.num_kv_heads;
+  const int64_t rows = it.row_end - it.row_begin;
+  const int nq = static_cast<int>(rows) * group;
+  const int64_t nqp = (nq + V::L - 1) / V::L * V::L;
+  const int64_t kv_off = static_cast<int64_t>(it.kv_head) * hd;
+
+  thread_local std::vector<float> qt, qr, st, o, m, l, alpha;
+  thread_local std::vector<const float*> kp, vp;
+  if (t.rows > 1) qt.assign(static_cast<size_t>(hd * nqp), 0.0f);
+  st.resize(static_cast<size_t>(kKb * nqp));
+  o.assign(static_cast<size_t>(nq) * hd, 0.0f);
+  // m starts at the lowest finite value, not -inf, so the first block's rescale is exp(-huge) = 0 and
+  // a fully masked block (scores -inf) gives exp(-inf) = 0 with no special case.
+  m.assign(static_cast<size_t>(nqp), -FLT_MAX);
+  l.assign(static_cast<size_t>(nqp), 0.0f);
+  alpha.resize(static_cast<size_t>(nqp));
+  kp.resize(kKb);
+  vp.resize(kKb);
+
+  // Query q = r * group + g is head (kv_head * group + g) of row r. A one-row task keeps the queries as
+  // rows (scores_dot), a larger one transposed.
+  const bool dot_form = t.rows == 1;
+  if (dot_form) qr.resize(static_cast<size_t>(nq) * hd);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int g = 0; g < group; ++g) {
+      const float* q =
+          t.q + (it.row_begin + r) * t.q_stride + (kv_off * group) + static_cast<int64_t>(g) * hd;
+      const int64_t qi = r * group + g;
+      for (int d = 0; d < hd; ++d) {
+        if (dot_form) {
+          qr[static_cast<size_t>(qi * hd + d)] = q[d] * sh.scale;
+        } else {
+          qt[static_cast<size_t>(d * nqp + qi)] = q[d] * sh.scale;
+        }
+      }
+    }
+  }
+
+  const int64_t first_pos = t.first_pos + it.row_begin, last_pos = t.first_pos + it.row_end - 1;
+  const int64_t key_lo = std::max(row_lo(t, first_pos), it.key_from);
+  const int64_t key_hi = std::min(last_pos, it.key_to);
+  // Keys every row of the tile sees need no mask.
+  const int64_t all_lo = row_lo(t, last_pos), all_hi = first_pos;
+  size_t span = 0;
+  for (int64_t b = key_lo / kKb * kKb; b <= key_hi; b += kKb) {
+    const int64_t ks = std::max(b, key_lo), ke = std::min(b + kKb - 1, key_hi);
+    const int64_t n = ke - ks + 1;
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t p = ks + j;
+      while (p >= t.kv[span].pos + t.kv[span].count) ++span;
+      const KvSpan& s = t.kv[span];
+      kp[static_cast<size_t>(j)] = s.k + (p - s.pos) * s.stride + kv_off;
+      vp[static_cast<size_t>(j)] = s.v + (p - s.pos) * s.stride + kv_off;
+    }
+    for (int64_t c = 0; c < (dot_form ? 0 : nqp); c += 4 * V::L) {
+      const int64_t left = (nqp - c) / V::L;
+      float* stc = st.data() + c;
+      const float* qtc = qt.data() + c;
+      if (left >= 4) {
+        scores_group<V, 4>(qtc, nqp, hd, kp.data(), n, stc);
+      } else if (left == 3) {
+        scores_group<V, 3>(qtc, nqp, hd, kp.data(), n, stc);
+      } else if (left == 2) {
+        scores_group<V, 2>(qtc, nqp, hd, kp.data(), n, stc);
+      } else {
+        scores_group<V, 1>(qtc, nqp, hd, kp.data(), n, stc);
+      }
+    }
+    if (dot_form) scores_dot<V>(qr.data(), nq, hd, kp.data(), n, st.data(), nqp);
+    if (ks < all_lo || ke > all_hi) {
+      constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t p = ks + j;
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t pos = first_pos + r;
+          if (p >= row_lo(t, pos) && p <= pos) continue;
+          std::fill_n(st.data() + j * nqp + r * group, group, kNegInf);
+        }
+      }
+    }
+    for (int64_t c = 0; c < nqp; c += V::L) {
+      const typename V::R m_old = V::load(m.data() + c);
+      typename V::R mb = m_old;
+      for (int64_t j = 0; j < n; ++j) mb = V::max(mb, V::load(st.data() + j * nqp + c));
+      typename V::R sum = V::zero();
+      for (int64_t j = 0; j < n; ++j) {
+        const typename V::R p = V::exp(V::sub(V::load(st.data() + j * nqp + c), mb));
+        V::store(st.data() + j * nqp + c, p);
+        sum = V::add(sum, p);
+      }
+      const typename V::R a = V::exp(V::sub(m_old, mb));
+      V::store(alpha.data() + c, a);
+      V::store(m.data() + c, mb);
+      V::store(l.data() + c, V::fma(V::load(l.data() + c), a, sum));
+    }
+    if ((hd / V::L) % 8 == 0) {
+      values_all<V, 8>(o.data(), hd, alpha.data(), st.data(), nqp, nq, vp.data(), n);
+    } else if ((hd / V::L) % 4 == 0) {
+      values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), nqp, nq, vp.data(), n);
+    } else if ((hd / V::L) % 2 == 0) {
+      values_all<V, 2>(o.data(), hd, alpha.data(), st.data(), nqp, nq, vp.data(), n);
+    } else {
+      values_all<V, 1>(o.data(), hd, alpha.data(), st.data(), nqp, nq, vp.data(), n);
+    }
+  }
+
+  if (it.part >= 0) {
+    // A split part: its running max, sum and unnormalised output per query, merged by run().
+    float* dst = partials + it.part * nq * (hd + 2);
+    for (int qi = 0; qi < nq; ++qi) {
+      dst[qi * (hd + 2)] = m[static_cast<size_t>(qi)];
+      dst[qi * (hd + 2) + 1] = l[static_cast<size_t>(qi)];
+      std::copy_n(o.data() + static_cast<int64_t>(qi) * hd, hd, dst + qi * (hd + 2) + 2);
+    }
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int g = 0; g < group; ++g) {
+      const int64_t qi = r * group + g;
+      float* out = t.out + (it.row_begin + r) * t.out_stride + kv_off * group + static_cast<int64_t>(g) * hd;
+      const typename V::R inv = V::set1(1.0f / l[static_cast<size_t>(qi)]);
+      for (int d = 0; d < hd; d += V::L) V::store(out + d, V::mul(V::load(o.data() + qi * hd + d), inv));
+    }
+  }
+}
+
+template <class V>
+void run(const AttentionShape& sh, std::span<const AttentionTask> tasks, ThreadPool& pool) {
+  const int group = sh.num_heads / sh.num_kv_heads;
+  const int hd = sh.head_dim;
+  const int64_t tile_rows = std::max(1, kQueryVectors / group);
+  struct Merge {
+    int task, kv_head;
+    int64_t first_part, parts;
+  };
+  thread_local std::vector<Item> items;
+  thread_local std::vector<Merge> merges;
+  thread_local std::vector<float> partials;
+  items.clear();
+  merges.clear();
+  int64_t parts = 0;
+  for (size_t ti = 0; ti < tasks.size(); ++ti) {
+    const AttentionTask& t = tasks[ti];
+    const int task = static_cast<int>(ti);
+    const int64_t lo = row_lo(t, t.first_pos), pos = t.first_pos;
+    if (t.rows == 1 && pos - lo + 1 > kSplitKeys) {
+      for (int h = 0; h < sh.num_kv_heads; ++h) {
+        merges.push_back({task, h, parts, 0});
+        for (int64_t b = lo / kSplitKeys * kSplitKeys; b <= pos; b += kSplitKeys) {
+          const int64_t from = std::max(b, lo), to = std::min(b + kSplitKeys - 1, pos);
+          items.push_back({task, h, 0, 1, to - from + 1, from, to, parts++});
+          ++merges.back().parts;
+        }
+      }
+      continue;
+    }
+    for (int64_t r = 0; r < t.rows; r += tile_rows) {
+      const int64_t re = std::min(t.rows, r + tile_rows);
+      const int64_t keys = t.first_pos + re - row_lo(t, t.first_pos + r);
+      for (int h = 0; h < sh.num_kv_heads; ++h) items.push_back({task, h, r, re, keys, 0, INT64_MAX, -1});
+    }
+  }
+  partials.resize(static_cast<size_t>(parts * group * (hd + 2)));
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.keys > b.keys; });
+  const std::vector<Item>& list = items;
+  float* part_data = partials.data();
+  pool.run(list.size(),
+           [&](size_t i) { run_item<V>(sh, tasks[static_cast<size_t>(list[i].task)], list[i], part_data); });
+  if (merges.empty()) return;
+  // Split rows: combine the parts in position order (the same order whatever ran where).
+  const std::vector<Merge>& ml = merges;
+  pool.run(ml.size(), [&](size_t i) {
+    const Merge& mg = ml[i];
+    const AttentionTask& t = tasks[static_cast<size_t>(mg.task)];
+    for (int g = 0; g < group; ++g) {
+      const auto part = [&](int64_t p) { return part_data + ((mg.first_part + p) * group + g) * (hd + 2); };
+      float mx = part(0)[0];
+      for (int64_t p = 1; p < mg.parts; ++p) mx = std::max(mx, part(p)[0]);
+      float* out = t.out + static_cast<int64_t>(mg.kv_head * group + g) * hd;
+      float sum = 0.0f;
+      std::fill_n(out, hd, 0.0f);
+      for (int64_t p = 0; p < mg.parts; ++p) {
+        const float w = std::exp(part(p)[0] - mx);
+        sum += part(p)[1] * w;
+        for (int d = 0; d < hd; ++d) out[d] += part(p)[2 + d] * w;
+      }
+      const float inv = 1.0f / sum;
+      for (int d = 0; d < hd; ++d) out[d] *= inv;
+    }
+  });
+}
+
+}  // namespace spark::kernels::attention_tile
