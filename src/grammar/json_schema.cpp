@@ -738,6 +738,8 @@ class SchemaCompiler {
   // escapes, partial UTF-8). The tables do not depend on the schema: built once per process and bounds.
   static constexpr int kMaxCountedDfa = 256;
   ExprId counted_chars(int min_len, int max_len) {
+    // The shared tables count `<` as plain text: strings that must escape it keep their own characters.
+    if (options_.escape_lt) return b_.seq({b_.repeat(string_char(), min_len, max_len), b_.byte('"')});
     static std::mutex mutex;
     static std::map<std::pair<int, int>, std::shared_ptr<const DfaTable>> cache;
     std::shared_ptr<const DfaTable> table;
@@ -890,6 +892,12 @@ class SchemaCompiler {
   ExprId integer(const Json& s, const std::string& path) {
     std::optional<int64_t> lo, hi;
     int_bounds(s, path, lo, hi);
+    if (options_.interoperable_integers && !lo && !hi) {
+      // At most 16 digits (a digit run, not the exact 2^53 - 1, whose digit-by-digit form is large).
+      const ExprId digits =
+          b_.alt({b_.byte('0'), b_.seq({b_.bytes({{'1', '9'}}), b_.repeat(b_.bytes({{'0', '9'}}), 0, 15)})});
+      return b_.seq({b_.optional(b_.byte('-')), digits});
+    }
     if (lo && hi && *lo > *hi) return b_.nothing();
     return IntRanges(b_).range(lo, hi);
   }

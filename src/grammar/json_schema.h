@@ -30,6 +30,10 @@ struct JsonSchemaOptions {
   // Strings never hold a raw `<` (only its escape \u003c), for JSON embedded in markup whose tags start
   // with it (the tool-call syntax). A pattern that needs a raw `<` then matches nothing.
   bool escape_lt = false;
+  // Integers without any bound are written in at most 16 digits (about I-JSON's +-(2^53 - 1), RFC 7493):
+  // where arguments go to clients that parse JSON numbers as doubles, a longer digit run is no usable
+  // integer (past 1.8e308 it is not even a number to them). "-0" is possible, as JSON allows.
+  bool interoperable_integers = false;
 };
 
 // JSON Schema instances as expressions of a grammar being built (for grammars that embed them, like the

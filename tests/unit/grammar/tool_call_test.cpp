@@ -89,6 +89,11 @@ TEST(ToolCallGrammar, NoLimitsOfItsOwn) {
   std::string items = "[0";
   for (int i = 1; i < 40; ++i) items += "," + std::to_string(i);
   EXPECT_TRUE(accepts(list, kOpen + "put" + arg("v", items + "]") + "</tool_call>"));
+  // Integers without bounds are at most 16 digits: what a client parsing numbers as doubles can hold.
+  EXPECT_TRUE(
+      accepts(list, kOpen + "put" + arg("v", "[9999999999999999,-9999999999999999]") + "</tool_call>"));
+  EXPECT_TRUE(rejects_last(list, kOpen + "put<arg_key>v</arg_key><arg_value>[10000000000000000"));
+  EXPECT_TRUE(rejects_last(list, kOpen + "put<arg_key>v</arg_key><arg_value>[12345678901234567"));
 }
 
 TEST(ToolCallGrammar, RejectsWhatTheSchemaOrSyntaxRefuses) {
