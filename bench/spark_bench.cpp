@@ -591,84 +591,96 @@ int run(const BenchOptions& o) {
         row.kv_bytes = kv_bytes;
         rows.push_back(row);
       }
-      for (int n : o.concurrency)
-        for (bool constrained : {false, true}) {
-          if (constrained && !schema_grammar) continue;
+      for (int n : o.concurrency) {
+        // With --json-schema the free and the constrained run alternate within each repetition, on the same
+        // prompts, so a change of load on a shared machine hits both alike.
+        const int modes = schema_grammar ? 2 : 1;
+        // Exactly the KV the run needs: n sequences' rings and blocks.
+        EngineOptions eo;
+        eo.threads = threads;
+        eo.max_num_seqs = std::max(64, n);
+        eo.max_queued_requests = std::max(256, n);
+        eo.enable_prefix_caching = false;  // random prompts: the cache would only cost ring copies
+        const int64_t seq_pages = kv_pool.ring_pages() + (o.conc_prompt + o.conc_gen + 15) / 16 + 1;
+        eo.kv_cache_memory_bytes = n * seq_pages * kv_pool.page_bytes();
+        Engine engine(model, eo);
+        const std::string name = "conc" + std::to_string(n) + sampling_label(o);
+        auto once = [&](std::vector<std::vector<int32_t>> prompts, bool constrained, double& per_seq) {
+          std::vector<std::shared_ptr<RequestHandle>> handles;
+          const auto t = Clock::now();
+          for (int i = 0; i < n; ++i) {
+            GenerationRequest req;
+            req.prompt = std::move(prompts[static_cast<size_t>(i)]);
+            req.params.temperature = o.temperature;
+            req.params.top_p = o.top_p;
+            req.params.top_k = o.top_k;
+            req.params.min_p = o.min_p;
+            req.params.seed = static_cast<uint64_t>(i) + 1;
+            req.params.max_tokens = o.conc_gen;
+            // Constrained: the grammar ends the sequence (the end token is allowed once it can end), as
+            // the server does.
+            req.params.ignore_eos = !constrained;
+            if (constrained) req.processor = make_grammar_logits_processor(schema_grammar, eos, o.conc_gen);
+            handles.push_back(engine.submit(std::move(req)));
+          }
+          int64_t generated = 0;
+          std::vector<std::vector<int32_t>> outputs;
+          for (auto& h : handles) {
+            std::vector<TokenEvent> ev;
+            while (!h->wait(ev, std::chrono::milliseconds(100))) {
+            }
+            if (h->reason() == FinishReason::kError) throw Error("generation failed: " + h->error());
+            generated += static_cast<int64_t>(ev.size());
+            std::vector<int32_t> ids;
+            for (const auto& e : ev) {
+              if (e.token != eos) ids.push_back(e.token);
+            }
+            outputs.push_back(std::move(ids));
+          }
+          const double rate = static_cast<double>(generated) / seconds_since(t);
+          per_seq = static_cast<double>(generated) / n;
+          if (constrained) check_schema_outputs(outputs, n, threads);
+          return rate;
+        };
+        std::vector<double> rates[2], per_seq[2];
+        for (int r = 0; r <= o.reps; ++r) {
+          std::vector<std::vector<int32_t>> prompts;
+          for (int i = 0; i < n; ++i) prompts.push_back(random_tokens(o.conc_prompt, cfg.vocab_size, rng));
+          for (int m = 0; m < modes; ++m) {
+            double tokens = 0;
+            const double rate = once(prompts, m == 1, tokens);
+            progress(name + (m == 1 ? " json-schema" : "") + " t=" + std::to_string(threads) +
+                     (r == 0 ? " warm-up" : " rep " + std::to_string(r) + "/" + std::to_string(o.reps)) +
+                     ": " + std::to_string(rate) + " t/s");
+            if (r == 0) continue;
+            rates[m].push_back(rate);
+            per_seq[m].push_back(tokens);
+          }
+        }
+        for (int m = 0; m < modes; ++m) {
           BenchRow row = base;
-          row.test = "conc" + std::to_string(n) + sampling_label(o) + (constrained ? " json-schema" : "");
+          row.test = name + (m == 1 ? " json-schema" : "");
           row.n_prompt = o.conc_prompt;
           row.n_gen = o.conc_gen;
           row.concurrency = n;
-          // Exactly the KV the run needs: n sequences' rings and blocks.
-          EngineOptions eo;
-          eo.threads = threads;
-          eo.max_num_seqs = std::max(64, n);
-          eo.max_queued_requests = std::max(256, n);
-          eo.enable_prefix_caching = false;  // random prompts: the cache would only cost ring copies
-          const int64_t seq_pages = kv_pool.ring_pages() + (o.conc_prompt + o.conc_gen + 15) / 16 + 1;
-          eo.kv_cache_memory_bytes = n * seq_pages * kv_pool.page_bytes();
-          Engine engine(model, eo);
-          // The same prompts for the free and the constrained run of each repetition.
-          std::mt19937 prompt_rng(static_cast<uint32_t>(o.seed) * 7919u + static_cast<uint32_t>(n));
-          std::vector<double> gen_counts;
-          auto rates = repeat(o.reps, row.test + " t=" + std::to_string(threads), [&] {
-            std::vector<std::shared_ptr<RequestHandle>> handles;
-            std::vector<std::vector<int32_t>> prompts;
-            for (int i = 0; i < n; ++i)
-              prompts.push_back(random_tokens(o.conc_prompt, cfg.vocab_size, prompt_rng));
-            const auto t = Clock::now();
-            for (int i = 0; i < n; ++i) {
-              GenerationRequest req;
-              req.prompt = std::move(prompts[static_cast<size_t>(i)]);
-              req.params.temperature = o.temperature;
-              req.params.top_p = o.top_p;
-              req.params.top_k = o.top_k;
-              req.params.min_p = o.min_p;
-              req.params.seed = static_cast<uint64_t>(i) + 1;
-              req.params.max_tokens = o.conc_gen;
-              // Constrained: the grammar ends the sequence (the end token is allowed once it can end), as
-              // the server does.
-              req.params.ignore_eos = !constrained;
-              if (constrained) req.processor = make_grammar_logits_processor(schema_grammar, eos, o.conc_gen);
-              handles.push_back(engine.submit(std::move(req)));
-            }
-            int64_t generated = 0;
-            std::vector<std::vector<int32_t>> outputs;
-            for (auto& h : handles) {
-              std::vector<TokenEvent> ev;
-              while (!h->wait(ev, std::chrono::milliseconds(100))) {
-              }
-              if (h->reason() == FinishReason::kError) throw Error("generation failed: " + h->error());
-              generated += static_cast<int64_t>(ev.size());
-              std::vector<int32_t> ids;
-              for (const auto& e : ev) {
-                if (e.token != eos) ids.push_back(e.token);
-              }
-              outputs.push_back(std::move(ids));
-            }
-            const double rate = static_cast<double>(generated) / seconds_since(t);
-            gen_counts.push_back(static_cast<double>(generated) / n);
-            if (constrained) check_schema_outputs(outputs, n, threads);
-            return rate;
-          });
-          const Stats s = summarize(rates);
+          const Stats s = summarize(rates[m]);
           row.tokens_per_s_median = s.median;
           row.tokens_per_s_min = s.min;
           row.tokens_per_s_max = s.max;
           row.kv_bytes = engine.stats().kv_bytes_allocated;
-          if (constrained) {
-            const double free_rate = rows.back().tokens_per_s_median;
-            schema_lines.push_back("conc" + std::to_string(n) + " t=" + std::to_string(threads) +
-                                   ": json-schema " + fixed(s.median, 2) + " t/s vs free " +
-                                   fixed(free_rate, 2) + " t/s = " + fixed(100.0 * s.median / free_rate, 1) +
-                                   "% (median of " + std::to_string(o.reps) + "; " +
-                                   fixed(summarize(gen_counts).median, 1) +
-                                   " tokens per constrained sequence, " + std::to_string(valid_outputs) +
-                                   "/" + std::to_string(checked_outputs) + " texts valid)");
-            valid_outputs = checked_outputs = 0;
-          }
           rows.push_back(row);
         }
+        if (modes == 2) {
+          const double free_rate = summarize(rates[0]).median, json_rate = summarize(rates[1]).median;
+          schema_lines.push_back(
+              "conc" + std::to_string(n) + " t=" + std::to_string(threads) + ": json-schema " +
+              fixed(json_rate, 2) + " t/s vs free " + fixed(free_rate, 2) +
+              " t/s = " + fixed(100.0 * json_rate / free_rate, 1) + "% (median of " + std::to_string(o.reps) +
+              "; " + fixed(summarize(per_seq[1]).median, 1) + " tokens per constrained sequence, " +
+              std::to_string(valid_outputs) + "/" + std::to_string(checked_outputs) + " texts valid)");
+          valid_outputs = checked_outputs = 0;
+        }
+      }
       if (o.shared_prefix > 0) {
         own_rows.push_back(run_own_tokens(o, model, pool, threads, rng));
         for (int n : o.sessions) shared_rows.push_back(run_shared_prefix(o, model, threads, n, rng));
