@@ -1,6 +1,7 @@
 // spark-bench: llama-bench-style measurements of prefill (ppN), decode (tgN) and concurrent generation
 // (concN) with medians over repetitions, the kernel path, load time and anonymous memory; and the prefix
-// cache serving new sessions that share a long prefix (--shared-prefix N --sessions S).
+// cache serving new sessions that share a long prefix (--shared-prefix N --sessions S); with --json-schema,
+// each --concurrency run again with every sequence held to the schema by the server's grammar path.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -16,11 +17,16 @@
 
 #include "bench_report.h"
 #include "cpu/cpu_features.h"
+#include "grammar/json_validate.h"
+#include "grammar/matcher.h"
 #include "model/spark_model.h"
 #include "model/synthetic_checkpoint.h"
 #include "roofline/roofline.h"
+#include "server/logits_processors.h"
+#include "server/structured_output.h"
 #include "spark/engine.h"
 #include "spark/error.h"
+#include "tokenizer/tokenizer.h"
 #include "util/process_memory.h"
 #include "util/text_file.h"
 
@@ -58,6 +64,9 @@ struct BenchOptions {
   float top_p = 1.0f;
   int top_k = 0;
   float min_p = 0.0f;
+  std::string json_schema;    // a schema file: each --concurrency run also constrained by it
+  std::string tokenizer_dir;  // tokenizer.json for the constraint (default: -m's folder)
+  std::string schema_texts;   // write the constrained runs' texts here (JSON lines)
 };
 
 // " T=1 top_p=0.95" and the like: how a --concurrency row sampled, beside its test name.
@@ -456,6 +465,59 @@ int run(const BenchOptions& o) {
   const ModelConfig& cfg = checkpoint->config();
   progress("loaded " + desc + " in " + std::to_string(load_s) + " s");
 
+  // --json-schema: the server's path from a schema to a logits processor (vocabulary without added
+  // tokens, compiled and cached grammar, budget-steered masks).
+  std::shared_ptr<const grammar::CompiledGrammar> schema_grammar;
+  std::unique_ptr<Tokenizer> tokenizer;
+  nlohmann::ordered_json schema;
+  const int eos = cfg.eos_token_id;
+  if (!o.json_schema.empty()) {
+    const std::string dir = !o.tokenizer_dir.empty() ? o.tokenizer_dir : o.model_dir;
+    if (dir.empty()) throw Error("--json-schema with --random-weights needs --tokenizer DIR");
+    tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(dir));
+    StructuredOutput so;
+    so.kind = StructuredOutput::Kind::kJsonSchema;
+    so.spec = read_text_file(o.json_schema);
+    so.param = "--json-schema";
+    schema = nlohmann::ordered_json::parse(so.spec);
+    const auto t = Clock::now();
+    schema_grammar = compile_structured_output(
+        so, make_grammar_vocab(*tokenizer, cfg.vocab_size,
+                               std::vector<int32_t>(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end())));
+    progress("compiled " + o.json_schema + " in " + std::to_string(seconds_since(t)) + " s");
+  }
+  std::vector<std::string> schema_lines;
+  int valid_outputs = 0, checked_outputs = 0, invalid_total = 0;
+  std::ofstream texts_out;
+  if (!o.schema_texts.empty()) texts_out.open(o.schema_texts);
+  // Every constrained text must parse and be valid for the schema.
+  auto check_schema_outputs = [&](const std::vector<std::vector<int32_t>>& outputs, int n, int threads) {
+    for (const auto& ids : outputs) {
+      const std::string text = tokenizer->decode(ids);
+      bool valid = false;
+      try {
+        valid = grammar::json_valid(nlohmann::ordered_json::parse(text), schema, schema);
+      } catch (const std::exception&) {
+        valid = false;
+      }
+      ++checked_outputs;
+      if (valid)
+        ++valid_outputs;
+      else
+        ++invalid_total;
+      if (texts_out.is_open()) {
+        nlohmann::ordered_json line = {
+            {"concurrency", n}, {"threads", threads}, {"text", text}, {"valid", valid}};
+        texts_out << line.dump() << "\n";
+      }
+    }
+  };
+  auto fixed = [](double v, int digits) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return std::string(buf);
+  };
+
   std::vector<BenchRow> rows;
   std::vector<SharedPrefixRow> shared_rows;
   std::vector<OwnTokensRow> own_rows;
@@ -577,11 +639,9 @@ int run(const BenchOptions& o) {
         }
       }
       for (int n : o.concurrency) {
-        BenchRow row = base;
-        row.test = "conc" + std::to_string(n) + sampling_label(o);
-        row.n_prompt = o.conc_prompt;
-        row.n_gen = o.conc_gen;
-        row.concurrency = n;
+        // With --json-schema the free and the constrained run alternate within each repetition, on the same
+        // prompts, so a change of load on a shared machine hits both alike.
+        const int modes = schema_grammar ? 2 : 1;
         // Exactly the KV the run needs: n sequences' rings and blocks.
         EngineOptions eo;
         eo.threads = threads;
@@ -591,36 +651,82 @@ int run(const BenchOptions& o) {
         const int64_t seq_pages = kv_pool.ring_pages() + (o.conc_prompt + o.conc_gen + 15) / 16 + 1;
         eo.kv_cache_memory_bytes = n * seq_pages * kv_pool.page_bytes();
         Engine engine(model, eo);
-        auto rates = repeat(o.reps, row.test + " t=" + std::to_string(threads), [&] {
+        const std::string name = "conc" + std::to_string(n) + sampling_label(o);
+        auto once = [&](std::vector<std::vector<int32_t>> prompts, bool constrained, double& per_seq) {
           std::vector<std::shared_ptr<RequestHandle>> handles;
           const auto t = Clock::now();
           for (int i = 0; i < n; ++i) {
             GenerationRequest req;
-            req.prompt = random_tokens(o.conc_prompt, cfg.vocab_size, rng);
+            req.prompt = std::move(prompts[static_cast<size_t>(i)]);
             req.params.temperature = o.temperature;
             req.params.top_p = o.top_p;
             req.params.top_k = o.top_k;
             req.params.min_p = o.min_p;
             req.params.seed = static_cast<uint64_t>(i) + 1;
             req.params.max_tokens = o.conc_gen;
-            req.params.ignore_eos = true;
+            // Constrained: the grammar ends the sequence (the end token is allowed once it can end), as
+            // the server does.
+            req.params.ignore_eos = !constrained;
+            if (constrained) req.processor = make_grammar_logits_processor(schema_grammar, eos, o.conc_gen);
             handles.push_back(engine.submit(std::move(req)));
           }
           int64_t generated = 0;
+          std::vector<std::vector<int32_t>> outputs;
           for (auto& h : handles) {
             std::vector<TokenEvent> ev;
             while (!h->wait(ev, std::chrono::milliseconds(100))) {
             }
+            if (h->reason() == FinishReason::kError) throw Error("generation failed: " + h->error());
             generated += static_cast<int64_t>(ev.size());
+            std::vector<int32_t> ids;
+            for (const auto& e : ev) {
+              if (e.token != eos) ids.push_back(e.token);
+            }
+            outputs.push_back(std::move(ids));
           }
-          return static_cast<double>(generated) / seconds_since(t);
-        });
-        const Stats s = summarize(rates);
-        row.tokens_per_s_median = s.median;
-        row.tokens_per_s_min = s.min;
-        row.tokens_per_s_max = s.max;
-        row.kv_bytes = engine.stats().kv_bytes_allocated;
-        rows.push_back(row);
+          const double rate = static_cast<double>(generated) / seconds_since(t);
+          per_seq = static_cast<double>(generated) / n;
+          if (constrained) check_schema_outputs(outputs, n, threads);
+          return rate;
+        };
+        std::vector<double> rates[2], per_seq[2];
+        for (int r = 0; r <= o.reps; ++r) {
+          std::vector<std::vector<int32_t>> prompts;
+          for (int i = 0; i < n; ++i) prompts.push_back(random_tokens(o.conc_prompt, cfg.vocab_size, rng));
+          for (int m = 0; m < modes; ++m) {
+            double tokens = 0;
+            const double rate = once(prompts, m == 1, tokens);
+            progress(name + (m == 1 ? " json-schema" : "") + " t=" + std::to_string(threads) +
+                     (r == 0 ? " warm-up" : " rep " + std::to_string(r) + "/" + std::to_string(o.reps)) +
+                     ": " + std::to_string(rate) + " t/s");
+            if (r == 0) continue;
+            rates[m].push_back(rate);
+            per_seq[m].push_back(tokens);
+          }
+        }
+        for (int m = 0; m < modes; ++m) {
+          BenchRow row = base;
+          row.test = name + (m == 1 ? " json-schema" : "");
+          row.n_prompt = o.conc_prompt;
+          row.n_gen = o.conc_gen;
+          row.concurrency = n;
+          const Stats s = summarize(rates[m]);
+          row.tokens_per_s_median = s.median;
+          row.tokens_per_s_min = s.min;
+          row.tokens_per_s_max = s.max;
+          row.kv_bytes = engine.stats().kv_bytes_allocated;
+          rows.push_back(row);
+        }
+        if (modes == 2) {
+          const double free_rate = summarize(rates[0]).median, json_rate = summarize(rates[1]).median;
+          schema_lines.push_back(
+              "conc" + std::to_string(n) + " t=" + std::to_string(threads) + ": json-schema " +
+              fixed(json_rate, 2) + " t/s vs free " + fixed(free_rate, 2) +
+              " t/s = " + fixed(100.0 * json_rate / free_rate, 1) + "% (median of " + std::to_string(o.reps) +
+              "; " + fixed(summarize(per_seq[1]).median, 1) + " tokens per constrained sequence, " +
+              std::to_string(valid_outputs) + "/" + std::to_string(checked_outputs) + " texts valid)");
+          valid_outputs = checked_outputs = 0;
+        }
       }
       if (o.shared_prefix > 0) {
         own_rows.push_back(run_own_tokens(o, model, pool, threads, rng));
@@ -638,6 +744,12 @@ int run(const BenchOptions& o) {
     if (!shared_rows.empty()) std::fputs(format_shared_prefix(shared_rows, o, desc).c_str(), stdout);
     if (!own_rows.empty()) std::fputs(format_own_tokens(own_rows, shared_rows, o).c_str(), stdout);
   }
+  // Constrained vs free: on stderr with json/csv output, so stdout stays one document.
+  for (const auto& line : schema_lines)
+    std::fprintf(o.output == "md" ? stdout : stderr, "%s\n", line.c_str());
+  if (texts_out.is_open() && !texts_out) throw Error(o.schema_texts + ": cannot write");
+  if (invalid_total > 0)
+    throw Error(std::to_string(invalid_total) + " constrained texts are not valid for the schema");
   if (!o.plot.empty()) {
     std::ofstream svg(o.plot);
     svg << plot_svg(rows, "spark-bench: " + desc);
@@ -692,6 +804,13 @@ int main(int argc, char** argv) {
   app.add_option("--min-p", o.min_p, "min_p of the --concurrency runs")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--json-schema", o.json_schema,
+                 "A JSON Schema file: run each --concurrency count again with every sequence held to it "
+                 "(the server's grammar path) and print constrained vs free tokens/s");
+  app.add_option("--tokenizer", o.tokenizer_dir,
+                 "Folder with tokenizer.json for --json-schema (default: -m)");
+  app.add_option("--schema-texts", o.schema_texts,
+                 "Write the --json-schema runs' texts as JSON lines {concurrency, threads, text, valid}");
   app.add_option("-o,--output", o.output, "md, json or csv")->check(CLI::IsMember({"md", "json", "csv"}));
   app.add_option("--plot", o.plot, "Write an SVG of tokens/s vs concurrency (or threads)");
   app.add_option("--seed", o.seed, "Seed of the random weights and tokens");

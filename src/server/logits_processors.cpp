@@ -127,6 +127,16 @@ constexpr int kDefaultForcedCallReasoningBudget = 256;
 
 }  // namespace
 
+std::shared_ptr<const grammar::TokenVocab> make_grammar_vocab(const Tokenizer& tokenizer, int vocab_size,
+                                                              std::vector<int32_t> end_ids) {
+  std::vector<std::string> texts(static_cast<size_t>(vocab_size));
+  for (int32_t id = 0; id < vocab_size; ++id) {
+    if (tokenizer.contains(id) && !tokenizer.is_added(id))
+      texts[static_cast<size_t>(id)] = std::string(tokenizer.token_bytes(id));
+  }
+  return std::make_shared<const grammar::TokenVocab>(std::move(texts), std::move(end_ids));
+}
+
 std::shared_ptr<LogitsProcessor> make_grammar_logits_processor(
     std::shared_ptr<const grammar::CompiledGrammar> grammar, int eos_token_id, int max_tokens) {
   return std::make_shared<ChatLogitsProcessor>(false, -1, std::nullopt, true, eos_token_id,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "server/openai_request.h"
 #include "spark/engine.h"
@@ -23,6 +24,11 @@ std::shared_ptr<LogitsProcessor> make_chat_logits_processor(
     const ChatRequest& req, bool thinking, const Tokenizer& tokenizer,
     const std::shared_ptr<const grammar::TokenVocab>& tool_vocab, int eos_token_id,
     std::shared_ptr<const grammar::CompiledGrammar> grammar = nullptr);
+
+// The vocabulary structured outputs are compiled for: every token's bytes but the added tokens' (chat
+// markers, <think>, <tool_call>...), which a constraint never picks for their text; `end_ids` end generation.
+std::shared_ptr<const grammar::TokenVocab> make_grammar_vocab(const Tokenizer& tokenizer, int vocab_size,
+                                                              std::vector<int32_t> end_ids);
 
 // Structured outputs for a request without chat or thinking (completions): the grammar's masks, steered to
 // the shortest completion as max_tokens runs out.

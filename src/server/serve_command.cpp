@@ -16,6 +16,7 @@
 #include "model/model_source.h"
 #include "model/spark_model.h"
 #include "server/http_server.h"
+#include "server/logits_processors.h"
 #include "server/server_context.h"
 #include "server/shutdown_signals.h"
 #include "spark/error.h"
@@ -110,25 +111,17 @@ int run_server(ServerOptions o) {
       TextSide t;
       t.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(dir));
       t.prompts = std::make_unique<PromptBuilder>(dir, o.chat_template, *t.tokenizer);
-      std::vector<std::string> texts(static_cast<size_t>(cfg.vocab_size));
-      for (int32_t id = 0; id < cfg.vocab_size; ++id) {
-        if (t.tokenizer->contains(id))
-          texts[static_cast<size_t>(id)] = std::string(t.tokenizer->token_bytes(id));
-      }
       // Structured outputs never pick an added token (chat markers, <think>, <tool_call>...) for its text;
       // tool-call grammars pick the tool-call tags as the model writes them, as their own tokens.
-      std::vector<std::string> grammar_texts(texts.size()), tool_texts(texts.size());
+      t.grammar_vocab = make_grammar_vocab(*t.tokenizer, cfg.vocab_size, eos_ids);
+      std::vector<std::string> tool_texts(static_cast<size_t>(cfg.vocab_size));
       for (int32_t id = 0; id < cfg.vocab_size; ++id) {
-        const auto i = static_cast<size_t>(id);
         if (!t.tokenizer->contains(id)) continue;
-        if (!t.tokenizer->is_added(id)) {
-          grammar_texts[i] = tool_texts[i] = texts[i];
-        } else if (texts[i] == "<tool_call>" || texts[i] == "</tool_call>" || texts[i] == "<arg_key>" ||
-                   texts[i] == "</arg_key>" || texts[i] == "<arg_value>" || texts[i] == "</arg_value>") {
-          tool_texts[i] = texts[i];
-        }
+        const std::string text(t.tokenizer->token_bytes(id));
+        if (!t.tokenizer->is_added(id) || text == "<tool_call>" || text == "</tool_call>" ||
+            text == "<arg_key>" || text == "</arg_key>" || text == "<arg_value>" || text == "</arg_value>")
+          tool_texts[static_cast<size_t>(id)] = text;
       }
-      t.grammar_vocab = std::make_shared<const grammar::TokenVocab>(std::move(grammar_texts), eos_ids);
       t.tool_vocab = std::make_shared<const grammar::TokenVocab>(std::move(tool_texts), eos_ids);
       return t;
     });
