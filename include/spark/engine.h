@@ -28,6 +28,9 @@ struct EngineOptions {
   int block_size = 16;                // positions per KV block (the prefix-cache granularity)
   bool enable_prefix_caching = true;
   int threads = 0;  // compute threads; 0: physical cores
+  // Threads that run logits processors' prepare() (grammar masks) beside each step's forward pass;
+  // 0: half the compute threads, at least 1.
+  int mask_threads = 0;
   // Tokens that end generation (unless a request sets ignore_eos); empty: config.json's eos_token_id(s).
   std::vector<int32_t> eos_token_ids;
 };
@@ -48,10 +51,15 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
 };
 
-// Adjusts logits before sampling (constrained decoding, forced tokens). Called on the engine thread.
+// Adjusts logits before sampling (constrained decoding, forced tokens). One request's processor is never
+// called from two threads at once, but different requests' processors run at the same time.
 class LogitsProcessor {
  public:
   virtual ~LogitsProcessor() = default;
+  // Work that depends only on the tokens accepted so far (a grammar's mask for the next token). The engine
+  // calls it on its mask threads while the step's forward pass computes the logits, so that process() only
+  // has to apply the result. Optional: process() must also work when prepare() was not called.
+  virtual void prepare() {}
   // May set logits to -infinity to forbid tokens; must leave at least one finite.
   virtual void process(std::span<float> logits) = 0;
   // The token that was chosen.

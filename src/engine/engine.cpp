@@ -15,6 +15,7 @@
 #include "model/kv_cache.h"
 #include "model/spark_model.h"
 #include "spark/error.h"
+#include "util/background_batch.h"
 #include "util/thread_pool.h"
 
 namespace spark {
@@ -120,6 +121,7 @@ class Engine::Impl {
       : model_(std::move(model)),
         opt_(options),
         pool_(options.threads > 0 ? options.threads : ThreadPool::default_threads()),
+        masks_(options.mask_threads > 0 ? options.mask_threads : std::max(1, pool_.size() / 2)),
         kv_budget_(resolve_kv_budget(options)),
         kv_pool_(model_->config(), options.block_size, kv_budget_, options.kv_cache_prefault),
         cache_(kv_pool_) {
@@ -511,7 +513,28 @@ class Engine::Impl {
       s->state->computed_prompt_tokens += prompt_part;
       prompt_computed += prompt_part;
     }
+    // Logits processors' masks depend only on the tokens accepted so far: they are computed on the mask
+    // threads while the forward pass runs, so constrained sequences add little to a step. A prepare() that
+    // fails is redone by process(), where the error ends its request.
+    std::vector<LogitsProcessor*> to_prepare;
+    for (size_t i = 0; i < plan.size(); ++i) {
+      if (chunks[i].logits == LogitsMode::kLast && plan[i].first->processor)
+        to_prepare.push_back(plan[i].first->processor.get());
+    }
+    struct WaitForMasks {
+      BackgroundBatch& masks;
+      ~WaitForMasks() { masks.wait(); }  // also when the forward pass throws: no prepare() outlives the step
+    } wait_for_masks{masks_};
+    if (!to_prepare.empty()) {
+      masks_.start(to_prepare.size(), [&to_prepare](size_t i) {
+        try {
+          to_prepare[i]->prepare();
+        } catch (...) {
+        }
+      });
+    }
     model_->forward(chunks, logits_, pool_);
+    masks_.wait();
     for (auto& [s, n] : plan) insert_completed_blocks(*s);
     {
       std::lock_guard<std::mutex> lock(stats_mu_);
@@ -519,10 +542,9 @@ class Engine::Impl {
       stats_.computed_prompt_tokens += prompt_computed;
     }
 
-    // Sample every sequence that produced logits. Sequences without a logits processor are independent
-    // (own logits row, sampler and random stream), so they sample in parallel on the compute pool: with
-    // 16-64 sequences, sampling over a 131k vocabulary is otherwise a serial tail of every step. Logits
-    // processors stay on the engine thread, as their contract says.
+    // Sample every sequence that produced logits. Each has its own logits row, sampler, random stream and
+    // logits processor (whose mask is ready), so they sample in parallel on the compute pool: with 16-64
+    // sequences, sampling over a 131k vocabulary is otherwise a serial tail of every step.
     const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
     std::vector<size_t> sampled;  // plan index of each logits row
     for (size_t i = 0; i < plan.size(); ++i) {
@@ -541,20 +563,12 @@ class Engine::Impl {
         if (sample_errors[r].empty()) sample_errors[r] = "sampling failed";
       }
     };
-    std::vector<size_t> free_rows;
-    for (size_t r = 0; r < sampled.size(); ++r) {
-      if (plan[sampled[r]].first->processor) {
-        sample_row(r);
-      } else {
-        free_rows.push_back(r);
-      }
-    }
-    if (free_rows.size() > 1) {
-      pool_.parallel_for(free_rows.size(), 1, [&](size_t begin, size_t end) {
-        for (size_t k = begin; k < end; ++k) sample_row(free_rows[k]);
+    if (sampled.size() > 1) {
+      pool_.parallel_for(sampled.size(), 1, [&](size_t begin, size_t end) {
+        for (size_t r = begin; r < end; ++r) sample_row(r);
       });
-    } else {
-      for (size_t r : free_rows) sample_row(r);
+    } else if (!sampled.empty()) {
+      sample_row(0);
     }
 
     std::vector<Sequence*> done;
@@ -616,6 +630,7 @@ class Engine::Impl {
   std::shared_ptr<SparkModel> model_;
   EngineOptions opt_;
   ThreadPool pool_;
+  BackgroundBatch masks_;
   int64_t kv_budget_;  // resolved once: MemAvailable changes as memory is used
   KvPagePool kv_pool_;
   PrefixCache cache_;

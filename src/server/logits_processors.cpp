@@ -38,6 +38,14 @@ class ChatLogitsProcessor : public LogitsProcessor {
     if (grammar) matcher_.emplace(std::move(grammar));
   }
 
+  // The grammar's decision for the next token (its mask, or a token it must be), made while the engine's
+  // forward pass runs. Nothing to prepare inside the reasoning: the budget is a count.
+  void prepare() override {
+    if (in_reasoning_ || !matcher_ || prepared_) return;
+    decide();
+    prepared_ = true;
+  }
+
   void process(std::span<float> logits) override {
     if (in_reasoning_) {
       if (budget_ && reasoning_tokens_ >= *budget_ && static_cast<size_t>(think_end_) < logits.size()) {
@@ -48,11 +56,22 @@ class ChatLogitsProcessor : public LogitsProcessor {
       }
       return;
     }
-    if (matcher_) constrain_by_grammar(logits);
+    if (!matcher_) return;
+    prepare();  // done already when the engine prepared it
+    if (forced_ >= 0 && static_cast<size_t>(forced_) < logits.size()) {
+      force(logits, forced_);
+      return;
+    }
+    const size_t n = std::min(logits.size(), bits_.size() * 64);
+    for (size_t i = 0; i < n; ++i) {
+      if (!((bits_[i >> 6] >> (i & 63)) & 1)) logits[i] = kNegInf;
+    }
+    for (size_t i = n; i < logits.size(); ++i) logits[i] = kNegInf;
   }
 
   void accept(int32_t token) override {
     ++generated_;
+    prepared_ = false;
     if (in_reasoning_) {
       ++reasoning_tokens_;
       if (token == think_end_) in_reasoning_ = false;
@@ -71,10 +90,11 @@ class ChatLogitsProcessor : public LogitsProcessor {
   // Grammar masks, steered as max_tokens runs out: while one token a byte still fits the shortest
   // completion, only the tokens after which it still does; once it no longer does, that completion in the
   // fewest whole tokens (tags and words as single tokens), token by token, so a constrained reply parses
-  // whenever its shortest form can fit at all.
-  void constrain_by_grammar(std::span<float> logits) {
+  // whenever its shortest form can fit at all. Sets forced_ (a token that must come) or bits_.
+  void decide() {
+    forced_ = -1;
     if (matcher_->ended()) {
-      force(logits, eos_);
+      forced_ = eos_;
       return;
     }
     size_t allowed = matcher_->fill_mask(bits_);
@@ -86,8 +106,8 @@ class ChatLogitsProcessor : public LogitsProcessor {
         // One token a byte no longer fits: the shortest completion in whole tokens, token by token (when
         // the vocabulary cannot spell it, one byte a token as far as it goes).
         const std::vector<int32_t> plan = matcher_->shortest_completion_tokens();
-        if (!plan.empty() && static_cast<size_t>(plan[0]) < logits.size()) {
-          force(logits, plan[0]);
+        if (!plan.empty() && static_cast<size_t>(plan[0]) < bits_.size() * 64) {
+          forced_ = plan[0];
           return;
         }
         allowed = matcher_->restrict_to_shortest(bits_);
@@ -98,15 +118,7 @@ class ChatLogitsProcessor : public LogitsProcessor {
       }
     }
     // Nothing the vocabulary can spell continues the grammar: end rather than emit garbage.
-    if (allowed == 0) {
-      force(logits, eos_);
-      return;
-    }
-    const size_t n = std::min(logits.size(), bits_.size() * 64);
-    for (size_t i = 0; i < n; ++i) {
-      if (!((bits_[i >> 6] >> (i & 63)) & 1)) logits[i] = kNegInf;
-    }
-    for (size_t i = n; i < logits.size(); ++i) logits[i] = kNegInf;
+    if (allowed == 0) forced_ = eos_;
   }
 
   bool in_reasoning_;
@@ -118,6 +130,8 @@ class ChatLogitsProcessor : public LogitsProcessor {
   int max_tokens_;
   int64_t generated_ = 0;
   std::optional<grammar::GrammarMatcher> matcher_;
+  bool prepared_ = false;  // bits_ / forced_ hold the decision for the next token
+  int32_t forced_ = -1;
   std::vector<uint64_t> bits_;
 };
 

@@ -255,6 +255,10 @@ std::function<int()> add_serve_options(CLI::App& app) {
   app.add_option("--chat-template", o->chat_template,
                  "A Jinja chat template file to use instead of the model's");
   app.add_option("-t,--threads", o->engine.threads, "Compute threads (default: physical cores)");
+  app.add_option("--mask-threads", o->engine.mask_threads,
+                 "Threads computing structured-output masks beside each forward pass (default: half of "
+                 "--threads, at least 1)")
+      ->check(CLI::Range(0, 256));
   app.add_option("--max-num-seqs", o->engine.max_num_seqs, "Sequences per engine step")
       ->capture_default_str();
   app.add_option("--max-num-batched-tokens", o->engine.max_num_batched_tokens, "Tokens per engine step")

@@ -4,9 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <limits>
+#include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "model/spark_model.h"
@@ -375,6 +379,96 @@ TEST_F(EngineTest, KvBudgetIsExactAndResident) {
       << "RssAnon delta " << rss_delta << " vs allocated delta " << alloc_delta;
   EXPECT_LE(static_cast<double>(rss_delta), static_cast<double>(alloc_delta) * (1.0 + shadow) + 4.0 * mib)
       << "RssAnon delta " << rss_delta << " vs allocated delta " << alloc_delta;
+}
+
+namespace {
+
+// Forces a fixed token sequence, decided in prepare() (as a grammar's mask is). Records on which threads
+// prepare() and process() ran, whether process() found its decision prepared, and how many prepare()
+// calls were in flight at once across processors.
+struct PrepareProbe {
+  std::mutex mu;
+  std::set<std::thread::id> prepare_threads, process_threads;
+  std::atomic<int> in_flight{0}, max_in_flight{0};
+  std::atomic<int> unprepared{0};
+};
+
+class ForcingProcessor : public LogitsProcessor {
+ public:
+  ForcingProcessor(PrepareProbe& probe, int32_t first) : probe_(probe), next_(first) {}
+
+  void prepare() override {
+    {
+      std::lock_guard<std::mutex> lock(probe_.mu);
+      probe_.prepare_threads.insert(std::this_thread::get_id());
+    }
+    const int now = probe_.in_flight.fetch_add(1) + 1;
+    int seen = probe_.max_in_flight.load();
+    while (now > seen && !probe_.max_in_flight.compare_exchange_weak(seen, now)) {
+    }
+    // Long enough that two processors prepared by two mask threads overlap.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    probe_.in_flight.fetch_sub(1);
+    decided_ = next_;
+  }
+  void process(std::span<float> logits) override {
+    {
+      std::lock_guard<std::mutex> lock(probe_.mu);
+      probe_.process_threads.insert(std::this_thread::get_id());
+    }
+    if (decided_ < 0) {
+      ++probe_.unprepared;
+      decided_ = next_;
+    }
+    const float keep = logits[static_cast<size_t>(decided_)];
+    std::fill(logits.begin(), logits.end(), -std::numeric_limits<float>::infinity());
+    logits[static_cast<size_t>(decided_)] = keep;
+  }
+  void accept(int32_t token) override {
+    EXPECT_EQ(token, decided_);
+    decided_ = -1;
+    next_ = 14 + (next_ * 7 + 3) % 800;
+  }
+
+ private:
+  PrepareProbe& probe_;
+  int32_t next_;
+  int32_t decided_ = -1;
+};
+
+std::vector<int32_t> forced_tokens(int32_t first, int n) {
+  std::vector<int32_t> t{first};
+  while (static_cast<int>(t.size()) < n) t.push_back(14 + (t.back() * 7 + 3) % 800);
+  return t;
+}
+
+}  // namespace
+
+TEST_F(EngineTest, LogitsProcessorsArePreparedOnMaskThreadsBesideTheForwardPass) {
+  for (int mask_threads : {1, 2}) {
+    SCOPED_TRACE("mask_threads " + std::to_string(mask_threads));
+    PrepareProbe probe;
+    EngineOptions o = options(4096, false);
+    o.mask_threads = mask_threads;
+    Engine engine(*model_, o);
+    // Submitted together, both sequences decode in the same steps from their second token on.
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (int32_t first : {100, 200}) {
+      GenerationRequest r = greedy(random_tokens(12, static_cast<uint32_t>(first)), 8);
+      r.processor = std::make_shared<ForcingProcessor>(probe, first);
+      handles.push_back(engine.submit(std::move(r)));
+    }
+    for (size_t i = 0; i < handles.size(); ++i) {
+      EXPECT_EQ(collect(*handles[i]).tokens, forced_tokens(i == 0 ? 100 : 200, 8));
+    }
+    EXPECT_EQ(probe.unprepared.load(), 0) << "every step's decision was ready before sampling";
+    for (const auto& t : probe.prepare_threads) {
+      EXPECT_EQ(probe.process_threads.count(t), 0u) << "prepare() ran on a thread that samples";
+    }
+    EXPECT_EQ(probe.prepare_threads.size(), static_cast<size_t>(mask_threads));
+    // One mask thread prepares one processor at a time; two prepare the step's two at once.
+    EXPECT_EQ(probe.max_in_flight.load(), mask_threads);
+  }
 }
 
 }  // namespace spark
