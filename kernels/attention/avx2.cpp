@@ -10,6 +10,8 @@ namespace {
 struct V256 {
   using R = __m256;
   static constexpr int L = 8;
+  static constexpr int kRegs = 16;  // vector registers (register blocking)
+  static void prefetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1); }
   static R zero() { return _mm256_setzero_ps(); }
   static R load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, R x) { _mm256_storeu_ps(p, x); }

@@ -10,6 +10,8 @@ namespace {
 struct V512 {
   using R = __m512;
   static constexpr int L = 16;
+  static constexpr int kRegs = 32;  // vector registers (register blocking)
+  static void prefetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1); }
   static R zero() { return _mm512_setzero_ps(); }
   static R load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, R x) { _mm512_storeu_ps(p, x); }

@@ -64,41 +64,90 @@ inline void scores_kernel(const float* qt, int64_t nqp, int hd, const float* con
   }
 }
 
+// Register blocking: KU keys x QV query vectors of accumulators. With 32 vector registers (AVX-512) 6 keys
+// x 4 vectors (24 accumulators, 4 query vectors, 1 broadcast); with 16 (AVX2) the smaller blocks. The
+// blocking does not change any sum (each score is one FMA chain over d in order), only how often the
+// transposed queries are reloaded.
 template <class V, int QV>
 inline void scores_group(const float* qt, int64_t nqp, int hd, const float* const* kp, int64_t n, float* st) {
-  constexpr int KU = QV <= 2 ? 8 : 4;
+  constexpr int KU = V::kRegs >= 32 ? (QV >= 4 ? 6 : QV == 3 ? 7 : 8) : (QV <= 2 ? 8 : 4);
   int64_t j = 0;
   for (; j + KU <= n; j += KU) scores_kernel<V, QV, KU>(qt, nqp, hd, kp + j, st + j * nqp);
+  if constexpr (KU > 4) {
+    for (; j + 4 <= n; j += 4) scores_kernel<V, QV, 4>(qt, nqp, hd, kp + j, st + j * nqp);
+  }
   for (; j < n; ++j) scores_kernel<V, QV, 1>(qt, nqp, hd, kp + j, st + j * nqp);
 }
 
 // A decode task (one row: nq = group queries, fewer than a vector's lanes) forms each score as a dot
 // product over head_dim instead, so no lanes idle: St[key][q] = sum_d Q[q][d] * K[key][d] with two
-// partial sums per (query, key) and one horizontal add. Lanes nq .. nqp-1 get 0.
-template <class V>
-inline void scores_dot(const float* qr, int nq, int hd, const float* const* kp, int64_t n, float* st,
-                       int64_t nqp) {
-  for (int64_t j = 0; j < n; ++j) {
-    const float* k = kp[j];
-    for (int q = 0; q < nq; ++q) {
-      const float* x = qr + static_cast<int64_t>(q) * hd;
-      typename V::R a0 = V::zero(), a1 = V::zero();
-      int d = 0;
-      for (; d + 2 * V::L <= hd; d += 2 * V::L) {
-        a0 = V::fma(V::load(x + d), V::load(k + d), a0);
-        a1 = V::fma(V::load(x + d + V::L), V::load(k + d + V::L), a1);
+// partial sums per (query, key) (even and odd vectors of d) and one horizontal add. Blocked over NK keys
+// x NQ queries so each K vector load feeds NQ FMAs and 2 * NK * NQ chains hide the FMA latency; while a
+// block is scored, the next block's K and V rows are prefetched (`next_k` / `next_v`, `next_n` of them):
+// a decode step streams its KV once from memory and is bound by that read. Lanes nq .. nqp-1 get 0.
+template <class V, int NK, int NQ>
+inline void dot_kernel(const float* qr, int hd, const float* const* kp, float* st, int64_t nqp) {
+  typename V::R a0[NK][NQ], a1[NK][NQ];
+  for (int u = 0; u < NK; ++u) {
+    for (int q = 0; q < NQ; ++q) a0[u][q] = a1[u][q] = V::zero();
+  }
+  int d = 0;
+  for (; d + 2 * V::L <= hd; d += 2 * V::L) {
+    for (int u = 0; u < NK; ++u) {
+      const typename V::R k0 = V::load(kp[u] + d), k1 = V::load(kp[u] + d + V::L);
+      for (int q = 0; q < NQ; ++q) {
+        a0[u][q] = V::fma(V::load(qr + q * hd + d), k0, a0[u][q]);
+        a1[u][q] = V::fma(V::load(qr + q * hd + d + V::L), k1, a1[u][q]);
       }
-      if (d < hd) a0 = V::fma(V::load(x + d), V::load(k + d), a0);
-      st[j * nqp + q] = V::reduce(V::add(a0, a1));
     }
-    for (int64_t q = nq; q < nqp; ++q) st[j * nqp + q] = 0.0f;
+  }
+  if (d < hd) {
+    for (int u = 0; u < NK; ++u) {
+      const typename V::R k0 = V::load(kp[u] + d);
+      for (int q = 0; q < NQ; ++q) a0[u][q] = V::fma(V::load(qr + q * hd + d), k0, a0[u][q]);
+    }
+  }
+  for (int u = 0; u < NK; ++u) {
+    for (int q = 0; q < NQ; ++q) st[u * nqp + q] = V::reduce(V::add(a0[u][q], a1[u][q]));
   }
 }
 
-// O[q][d0 .. d0 + DV*L) = O * alpha[q] + sum_j P[j][q] * V[j][d0..], for NQ queries at once.
+template <class V>
+inline void prefetch_rows(const float* k, const float* v, int hd) {
+  for (int d = 0; d < hd; d += 64 / static_cast<int>(sizeof(float))) {
+    V::prefetch(k + d);
+    V::prefetch(v + d);
+  }
+}
+
+template <class V, int NK>
+inline void dot_keys(const float* qr, int nq, int hd, const float* const* kp, float* st, int64_t nqp) {
+  int q = 0;
+  for (; q + 4 <= nq; q += 4) dot_kernel<V, NK, 4>(qr + q * hd, hd, kp, st + q, nqp);
+  for (; q + 2 <= nq; q += 2) dot_kernel<V, NK, 2>(qr + q * hd, hd, kp, st + q, nqp);
+  for (; q < nq; ++q) dot_kernel<V, NK, 1>(qr + q * hd, hd, kp, st + q, nqp);
+}
+
+template <class V>
+inline void scores_dot(const float* qr, int nq, int hd, const float* const* kp, int64_t n, float* st,
+                       int64_t nqp, const float* const* next_k, const float* const* next_v, int64_t next_n) {
+  constexpr int NK = V::kRegs >= 32 ? 2 : 1;
+  int64_t j = 0;
+  for (; j + NK <= n; j += NK) {
+    for (int64_t u = j; u < std::min(j + NK, next_n); ++u) prefetch_rows<V>(next_k[u], next_v[u], hd);
+    dot_keys<V, NK>(qr, nq, hd, kp + j, st + j * nqp, nqp);
+  }
+  for (; j < n; ++j) dot_keys<V, 1>(qr, nq, hd, kp + j, st + j * nqp, nqp);
+  for (; j < next_n; ++j) prefetch_rows<V>(next_k[j], next_v[j], hd);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t q = nq; q < nqp; ++q) st[i * nqp + q] = 0.0f;
+  }
+}
+
+// O[q][d0 .. d0 + DV*L) = O * alpha[q] + sum_j P[j][q] * V[j][voff..], for NQ queries at once.
 template <class V, int DV, int NQ>
 inline void values_kernel(float* o, int hd, const float* alpha, const float* st, int64_t nqp, int q0,
-                          const float* const* vp, int64_t n, int d0) {
+                          const float* const* vp, int64_t n, int d0, int voff) {
   typename V::R acc[NQ][DV];
   for (int a = 0; a < NQ; ++a) {
     const typename V::R s = V::set1(alpha[q0 + a]);
@@ -106,7 +155,7 @@ inline void values_kernel(float* o, int hd, const float* alpha, const float* st,
   }
   for (int64_t j = 0; j < n; ++j) {
     typename V::R x[DV];
-    for (int v = 0; v < DV; ++v) x[v] = V::load(vp[j] + d0 + v * V::L);
+    for (int v = 0; v < DV; ++v) x[v] = V::load(vp[j] + voff + v * V::L);
     for (int a = 0; a < NQ; ++a) {
       const typename V::R p = V::set1(st[j * nqp + q0 + a]);
       for (int v = 0; v < DV; ++v) acc[a][v] = V::fma(p, x[v], acc[a][v]);
@@ -117,13 +166,34 @@ inline void values_kernel(float* o, int hd, const float* alpha, const float* st,
   }
 }
 
+// With 32 registers: 6 queries x 4 vectors of d (24 accumulators), else 2 x DV; tails of 4, 2, 1 queries.
+// Each output element is one chain (alpha scaling, then FMAs over keys in order) whatever the blocking.
+// With `pack` (a tile of many queries, which passes over the block's V columns once per query group),
+// each DV*L-wide column slice of the block is first copied into one contiguous buffer: cache rows are
+// 2 KiB apart (every KV head of a position), so the same slice of 64 rows falls into a few L1 sets and
+// would be evicted between the passes.
 template <class V, int DV>
 inline void values_all(float* o, int hd, const float* alpha, const float* st, int64_t nqp, int nq,
-                       const float* const* vp, int64_t n) {
-  for (int d0 = 0; d0 < hd; d0 += DV * V::L) {
+                       const float* const* vp, int64_t n, float* pack, const float** pack_rows) {
+  constexpr int kW = DV * V::L;
+  for (int d0 = 0; d0 < hd; d0 += kW) {
+    const float* const* rows = vp;
+    int voff = d0;
+    if (pack != nullptr) {
+      for (int64_t j = 0; j < n; ++j) {
+        for (int v = 0; v < DV; ++v) V::store(pack + j * kW + v * V::L, V::load(vp[j] + d0 + v * V::L));
+        pack_rows[j] = pack + j * kW;
+      }
+      rows = pack_rows;
+      voff = 0;
+    }
     int q = 0;
-    for (; q + 2 <= nq; q += 2) values_kernel<V, DV, 2>(o, hd, alpha, st, nqp, q, vp, n, d0);
-    for (; q < nq; ++q) values_kernel<V, DV, 1>(o, hd, alpha, st, nqp, q, vp, n, d0);
+    if constexpr (V::kRegs >= 32 && DV <= 4) {
+      for (; q + 6 <= nq; q += 6) values_kernel<V, DV, 6>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
+      for (; q + 4 <= nq; q += 4) values_kernel<V, DV, 4>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
+    }
+    for (; q + 2 <= nq; q += 2) values_kernel<V, DV, 2>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
+    for (; q < nq; ++q) values_kernel<V, DV, 1>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
   }
 }
 
@@ -137,7 +207,8 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
   const int64_t kv_off = static_cast<int64_t>(it.kv_head) * hd;
 
   thread_local std::vector<float> qt, qr, st, o, m, l, alpha;
-  thread_local std::vector<const float*> kp, vp;
+  thread_local std::vector<const float*> kp, vp, vrows;
+  thread_local std::vector<float> vpack;
   if (t.rows > 1) qt.assign(static_cast<size_t>(hd * nqp), 0.0f);
   st.resize(static_cast<size_t>(kKb * nqp));
   o.assign(static_cast<size_t>(nq) * hd, 0.0f);
@@ -146,8 +217,12 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
   m.assign(static_cast<size_t>(nqp), -FLT_MAX);
   l.assign(static_cast<size_t>(nqp), 0.0f);
   alpha.resize(static_cast<size_t>(nqp));
-  kp.resize(kKb);
-  vp.resize(kKb);
+  kp.resize(2 * kKb);  // this block's rows, then (decode) the next block's, prefetched meanwhile
+  vp.resize(2 * kKb);
+  if (t.rows > 1) {
+    vpack.resize(static_cast<size_t>(kKb * hd));
+    vrows.resize(kKb);
+  }
 
   // Query q = r * group + g is head (kv_head * group + g) of row r. A one-row task keeps the queries as
   // rows (scores_dot), a larger one transposed.
@@ -174,31 +249,46 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
   // Keys every row of the tile sees need no mask.
   const int64_t all_lo = row_lo(t, last_pos), all_hi = first_pos;
   size_t span = 0;
-  for (int64_t b = key_lo / kKb * kKb; b <= key_hi; b += kKb) {
-    const int64_t ks = std::max(b, key_lo), ke = std::min(b + kKb - 1, key_hi);
-    const int64_t n = ke - ks + 1;
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t p = ks + j;
+  // Rows of keys [ks, ke] into kd / vd; blocks are gathered in rising order.
+  const auto gather = [&](int64_t ks, int64_t ke, const float** kd, const float** vd) {
+    for (int64_t p = ks; p <= ke; ++p) {
       while (p >= t.kv[span].pos + t.kv[span].count) ++span;
       const KvSpan& s = t.kv[span];
-      kp[static_cast<size_t>(j)] = s.k + (p - s.pos) * s.stride + kv_off;
-      vp[static_cast<size_t>(j)] = s.v + (p - s.pos) * s.stride + kv_off;
+      kd[p - ks] = s.k + (p - s.pos) * s.stride + kv_off;
+      vd[p - ks] = s.v + (p - s.pos) * s.stride + kv_off;
+    }
+  };
+  const float** ck = kp.data();
+  const float** cv = vp.data();
+  const float** nk = kp.data() + kKb;
+  const float** nv = vp.data() + kKb;
+  const int64_t b0 = key_lo / kKb * kKb;
+  float* pk = dot_form ? nullptr : vpack.data();
+  const float** pk_rows = dot_form ? nullptr : vrows.data();
+  for (int64_t b = b0; b <= key_hi; b += kKb) {
+    const int64_t ks = std::max(b, key_lo), ke = std::min(b + kKb - 1, key_hi);
+    const int64_t n = ke - ks + 1;
+    if (!dot_form || b == b0) gather(ks, ke, ck, cv);
+    int64_t next_n = 0;
+    if (dot_form && b + kKb <= key_hi) {
+      next_n = std::min(b + 2 * kKb - 1, key_hi) - (b + kKb) + 1;
+      gather(b + kKb, b + kKb + next_n - 1, nk, nv);
     }
     for (int64_t c = 0; c < (dot_form ? 0 : nqp); c += 4 * V::L) {
       const int64_t left = (nqp - c) / V::L;
       float* stc = st.data() + c;
       const float* qtc = qt.data() + c;
       if (left >= 4) {
-        scores_group<V, 4>(qtc, nqp, hd, kp.data(), n, stc);
+        scores_group<V, 4>(qtc, nqp, hd, ck, n, stc);
       } else if (left == 3) {
-        scores_group<V, 3>(qtc, nqp, hd, kp.data(), n, stc);
+        scores_group<V, 3>(qtc, nqp, hd, ck, n, stc);
       } else if (left == 2) {
-        scores_group<V, 2>(qtc, nqp, hd, kp.data(), n, stc);
+        scores_group<V, 2>(qtc, nqp, hd, ck, n, stc);
       } else {
-        scores_group<V, 1>(qtc, nqp, hd, kp.data(), n, stc);
+        scores_group<V, 1>(qtc, nqp, hd, ck, n, stc);
       }
     }
-    if (dot_form) scores_dot<V>(qr.data(), nq, hd, kp.data(), n, st.data(), nqp);
+    if (dot_form) scores_dot<V>(qr.data(), nq, hd, ck, n, st.data(), nqp, nk, nv, next_n);
     if (ks < all_lo || ke > all_hi) {
       constexpr float kNegInf = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < n; ++j) {
@@ -225,14 +315,20 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
       V::store(m.data() + c, mb);
       V::store(l.data() + c, V::fma(V::load(l.data() + c), a, sum));
     }
-    if ((hd / V::L) % 8 == 0) {
-      values_all<V, 8>(o.data(), hd, alpha.data(), st.data(), nqp, nq, vp.data(), n);
+    if (V::kRegs >= 32 && (hd / V::L) % 4 == 0) {
+      values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows);
+    } else if ((hd / V::L) % 8 == 0) {
+      values_all<V, 8>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows);
     } else if ((hd / V::L) % 4 == 0) {
-      values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), nqp, nq, vp.data(), n);
+      values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows);
     } else if ((hd / V::L) % 2 == 0) {
-      values_all<V, 2>(o.data(), hd, alpha.data(), st.data(), nqp, nq, vp.data(), n);
+      values_all<V, 2>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows);
     } else {
-      values_all<V, 1>(o.data(), hd, alpha.data(), st.data(), nqp, nq, vp.data(), n);
+      values_all<V, 1>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows);
+    }
+    if (dot_form) {
+      std::swap(ck, nk);
+      std::swap(cv, nv);
     }
   }
 
@@ -276,14 +372,18 @@ void run(const AttentionShape& sh, std::span<const AttentionTask> tasks, ThreadP
     const int task = static_cast<int>(ti);
     const int64_t lo = row_lo(t, t.first_pos), pos = t.first_pos;
     if (t.rows == 1 && pos - lo + 1 > kSplitKeys) {
-      for (int h = 0; h < sh.num_kv_heads; ++h) {
-        merges.push_back({task, h, parts, 0});
-        for (int64_t b = lo / kSplitKeys * kSplitKeys; b <= pos; b += kSplitKeys) {
-          const int64_t from = std::max(b, lo), to = std::min(b + kSplitKeys - 1, pos);
-          items.push_back({task, h, 0, 1, to - from + 1, from, to, parts++});
-          ++merges.back().parts;
+      // Part-major, KV head minor: the threads take the heads of one key range at the same time, so the
+      // cache lines holding a position's K and V rows (every head side by side) are read from memory once.
+      const int64_t first_b = lo / kSplitKeys * kSplitKeys;
+      const int64_t n_parts = (pos - first_b) / kSplitKeys + 1;
+      for (int h = 0; h < sh.num_kv_heads; ++h) merges.push_back({task, h, parts + h * n_parts, n_parts});
+      for (int64_t b = first_b, pi = 0; b <= pos; b += kSplitKeys, ++pi) {
+        const int64_t from = std::max(b, lo), to = std::min(b + kSplitKeys - 1, pos);
+        for (int h = 0; h < sh.num_kv_heads; ++h) {
+          items.push_back({task, h, 0, 1, to - from + 1, from, to, parts + h * n_parts + pi});
         }
       }
+      parts += sh.num_kv_heads * n_parts;
       continue;
     }
     for (int64_t r = 0; r < t.rows; r += tile_rows) {

@@ -244,12 +244,12 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
   // Each chunk's keys as runs of evenly strided rows: earlier positions from the cache (a full layer's
   // blocks, or the sliding ring, which wraps and spans pages), this chunk's own from this step's qkv rows.
   spans_.clear();
-  std::vector<size_t> first_span;
+  first_span_.clear();
   for (size_t c = 0; c < chunks.size(); ++c) {
     const SequenceChunk& ch = chunks[c];
     const int64_t start = ch.kv->num_tokens();
     const int64_t lo = sliding ? std::max<int64_t>(0, start - window + 1) : 0;
-    first_span.push_back(spans_.size());
+    first_span_.push_back(spans_.size());
     for (int64_t p = lo; p < start;) {
       auto k_at = [&](int64_t kp) {
         return sliding ? ch.kv->ring_keys(layer.type_index, kp) : ch.kv->full_keys(layer.type_index, kp);
@@ -270,10 +270,10 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
     const float* own = qkv_.data() + chunk_begin_[c] * qkv_dim + q_dim;
     spans_.push_back({start, ch.num_tokens, own, own + kv_dim, qkv_dim});
   }
-  std::vector<kernels::AttentionTask> tasks;
+  attn_tasks_.clear();
   for (size_t c = 0; c < chunks.size(); ++c) {
     const SequenceChunk& ch = chunks[c];
-    const size_t end = c + 1 < chunks.size() ? first_span[c + 1] : spans_.size();
+    const size_t end = c + 1 < chunks.size() ? first_span_[c + 1] : spans_.size();
     kernels::AttentionTask t;
     t.q = qkv_.data() + chunk_begin_[c] * qkv_dim;
     t.q_stride = qkv_dim;
@@ -282,11 +282,11 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
     t.rows = ch.num_tokens;
     t.first_pos = ch.kv->num_tokens();
     t.window = window;
-    t.kv = std::span<const kernels::KvSpan>(spans_.data() + first_span[c], end - first_span[c]);
-    tasks.push_back(t);
+    t.kv = std::span<const kernels::KvSpan>(spans_.data() + first_span_[c], end - first_span_[c]);
+    attn_tasks_.push_back(t);
   }
   const kernels::AttentionShape shape{n_heads, config_.num_kv_heads, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
-  kernels::attention(shape, tasks, pool);
+  kernels::attention(shape, attn_tasks_, pool);
 
   // The head-wise output gate scales each head's output.
   const int64_t total = static_cast<int64_t>(token_pos_.size());

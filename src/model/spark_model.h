@@ -109,6 +109,8 @@ class SparkModel {
   std::vector<int64_t> token_pos_;    // absolute position of each step token
   std::vector<int64_t> chunk_begin_;  // first step row of each chunk
   std::vector<kernels::KvSpan> spans_;  // attention's key runs, all chunks of one layer
+  std::vector<size_t> first_span_;      // each chunk's first entry in spans_
+  std::vector<kernels::AttentionTask> attn_tasks_;  // one per chunk
 };
 
 kernels::FloatWeight float_weight_from(const TensorInfo& t);

@@ -1,0 +1,184 @@
+// spark-attention-bench: the attention kernels alone on the model's KV layout (issue 16 goal, issue 17
+// item 5), so their share of a step can be measured without the GEMMs around them.
+//  - prefill after a prefix: R rows at position P attending to P full-layer keys (paged blocks) or to a
+//    sliding ring of window - 1 entries; reported as GFLOP/s of QKᵀ + PV (4 * heads * head_dim per
+//    query-key pair) against the machine's f32 FMA peak.
+//  - decode at depth D: one row over D full-layer keys; reported as GB/s of K and V read (each KV head's
+//    rows once) against the machine's read bandwidth.
+// Keys live as the KV cache lays them out: 16-position blocks, each page [layer][K, V][16][kv_dim] for
+// all full layers, pages scattered in one arena.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <new>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <sys/mman.h>
+
+#include "attention/attention.h"
+#include "cpu/cpu_features.h"
+#include "roofline/roofline.h"
+#include "util/thread_pool.h"
+
+namespace {
+
+using spark::ThreadPool;
+using namespace spark::kernels;
+
+struct Options {
+  int threads = 2;
+  int reps = 5;
+  int heads = 8, kv_heads = 2, head_dim = 256;
+  int layers = 7;  // full layers sharing a page (the 1.7B shape: 7)
+  int64_t prefix = 2048, rows = 32, window = 512;
+  std::vector<int64_t> depths{1024, 8192};
+};
+
+double seconds(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// The fastest repetition: on a shared machine the others measure the load as much as the kernel.
+double fastest(const std::vector<double>& v) {
+  return *std::min_element(v.begin(), v.end());
+}
+
+// A cache of `n` positions of one layer (layer 0 of `layers` in each page) as 16-position spans, plus
+// `rows` own rows in qkv-like rows whose first heads * head_dim floats are the queries.
+// The arena on transparent huge pages, as the KV page pool's bounded mapping is.
+struct Arena {
+  float* data = nullptr;
+  size_t bytes = 0;
+  explicit Arena(size_t floats) : bytes(std::max<size_t>(floats, 1) * sizeof(float)) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    madvise(p, bytes, MADV_HUGEPAGE);
+    data = static_cast<float*>(p);
+  }
+  ~Arena() { munmap(data, bytes); }
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+};
+
+struct Keys {
+  std::unique_ptr<Arena> arena;
+  std::vector<float> own, out;
+  std::vector<KvSpan> spans;
+  AttentionTask task;
+};
+
+Keys make_keys(const Options& o, int64_t n, int64_t rows, int64_t window, std::mt19937& rng) {
+  constexpr int64_t bs = 16;
+  const int kv_dim = o.kv_heads * o.head_dim, q_dim = o.heads * o.head_dim;
+  const int64_t qkv_dim = q_dim + 2 * kv_dim, page = static_cast<int64_t>(o.layers) * 2 * bs * kv_dim;
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  Keys k;
+  const int64_t lo = window > 0 ? std::max<int64_t>(0, n - window + 1) : 0;
+  if (window > 0) {
+    // One ring of window - 1 entries: K entries then V entries.
+    const int64_t cap = window - 1;
+    k.arena = std::make_unique<Arena>(static_cast<size_t>(2 * cap * kv_dim));
+    for (size_t i = 0; i < static_cast<size_t>(2 * cap * kv_dim); ++i) k.arena->data[i] = dist(rng);
+    for (int64_t p = lo; p < n;) {
+      const int64_t e = p % cap, c = std::min(cap - e, n - p);
+      k.spans.push_back({p, c, k.arena->data + e * kv_dim, k.arena->data + (cap + e) * kv_dim, kv_dim});
+      p += c;
+    }
+  } else {
+    const int64_t blocks = (n + bs - 1) / bs;
+    std::vector<int64_t> order(static_cast<size_t>(blocks));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    const size_t floats = static_cast<size_t>(std::max<int64_t>(1, blocks) * page);
+    k.arena = std::make_unique<Arena>(floats);
+    for (size_t i = 0; i < floats; ++i) k.arena->data[i] = (i % 7 == 0) ? dist(rng) : 0.5f;
+    for (int64_t p = 0; p < n; p += bs) {
+      float* base = k.arena->data + order[static_cast<size_t>(p / bs)] * page;
+      k.spans.push_back({p, std::min(bs, n - p), base, base + bs * kv_dim, kv_dim});
+    }
+  }
+  k.own.resize(static_cast<size_t>(rows * qkv_dim));
+  for (float& f : k.own) f = dist(rng);
+  k.spans.push_back({n, rows, k.own.data() + q_dim, k.own.data() + q_dim + kv_dim, qkv_dim});
+  k.out.assign(static_cast<size_t>(rows * q_dim), 0.0f);
+  k.task.q = k.own.data();
+  k.task.q_stride = qkv_dim;
+  k.task.out = k.out.data();
+  k.task.out_stride = q_dim;
+  k.task.rows = rows;
+  k.task.first_pos = n;
+  k.task.window = window;
+  k.task.kv = k.spans;
+  return k;
+}
+
+double time_it(const Options& o, const Keys& k, ThreadPool& pool, int reps) {
+  const AttentionShape shape{o.heads, o.kv_heads, o.head_dim,
+                             1.0f / std::sqrt(static_cast<float>(o.head_dim))};
+  attention(shape, std::span<const AttentionTask>(&k.task, 1), pool);  // warm
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto s = std::chrono::steady_clock::now();
+    attention(shape, std::span<const AttentionTask>(&k.task, 1), pool);
+    t.push_back(seconds(s));
+  }
+  return fastest(t);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app("spark-attention-bench: attention kernels alone on the KV cache's layout");
+  app.add_option("--threads", o.threads)->check(CLI::Range(1, 1024));
+  app.add_option("--reps", o.reps, "repetitions (the fastest is reported)")->check(CLI::Range(1, 1000));
+  app.add_option("--prefix", o.prefix, "keys before the prefill rows (0: skip the prefill cases)");
+  app.add_option("--rows", o.rows, "prefill rows after the prefix");
+  app.add_option("--window", o.window, "sliding window of the ring case");
+  app.add_option("--layers", o.layers, "full layers interleaved in each KV page (the layout's page stride)");
+  app.add_option("--depths", o.depths, "decode depths (keys before the decoded row)")->delimiter(',');
+  CLI11_PARSE(app, argc, argv);
+  ThreadPool pool(o.threads);
+  std::mt19937 rng(7);
+  std::printf("tier %s, %d threads, %d/%d heads x %d\n", isa_name(active_isa()), o.threads, o.heads,
+              o.kv_heads, o.head_dim);
+  const double pair_flops = 4.0 * o.heads * o.head_dim;
+  // The ceilings in the same run (same load): streaming read over 4x the last-level cache, f32 FMA peak,
+  // best of 5 single passes each, as the kernels' timings are the fastest repetition.
+  double read_gbps = 0, fma_gflops = 0;
+  for (int i = 0; i < 5; ++i) {
+    read_gbps = std::max(read_gbps, measure_read_bandwidth(pool, 0, 1));
+    fma_gflops = std::max(fma_gflops, measure_fma_peak(pool, 1));
+  }
+  std::printf("same-run ceilings: read %.1f GB/s, f32 FMA %.1f GFLOP/s\n", read_gbps, fma_gflops);
+  if (o.prefix > 0) {
+    for (int64_t window : {int64_t{0}, o.window}) {
+      Keys k = make_keys(o, o.prefix, o.rows, window, rng);
+      double pairs = 0;
+      for (int64_t r = 0; r < o.rows; ++r) {
+        const int64_t pos = o.prefix + r;
+        pairs += static_cast<double>(pos - (window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0) + 1);
+      }
+      const double s = time_it(o, k, pool, o.reps);
+      std::printf("prefill %lld rows after %lld keys, %s: %.3f ms, %.1f GFLOP/s (%.0f%% of peak)\n",
+                  static_cast<long long>(o.rows), static_cast<long long>(o.prefix),
+                  window > 0 ? "sliding ring" : "full (paged)", s * 1e3, pairs * pair_flops / s * 1e-9,
+                  100.0 * pairs * pair_flops / s * 1e-9 / fma_gflops);
+    }
+  }
+  for (int64_t d : o.depths) {
+    Keys k = make_keys(o, d, 1, 0, rng);
+    const double s = time_it(o, k, pool, o.reps);
+    const double bytes = static_cast<double>(d + 1) * 2.0 * o.kv_heads * o.head_dim * sizeof(float);
+    std::printf("decode at depth %lld: %.3f ms, KV %.1f MiB, %.1f GB/s (%.0f%% of read), %.1f GFLOP/s\n",
+                static_cast<long long>(d), s * 1e3, bytes / (1 << 20), bytes / s * 1e-9,
+                100.0 * bytes / s * 1e-9 / read_gbps, (d + 1) * pair_flops / s * 1e-9);
+  }
+  return 0;
+}
