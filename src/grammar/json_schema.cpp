@@ -77,6 +77,9 @@ const std::set<std::string>& assertion_keywords() {
   return k;
 }
 
+// The largest integer written where a schema sets no bound: 16 digits.
+constexpr int64_t kMaxUnboundedInteger = 9'999'999'999'999'999;
+
 // Digit strings without leading zeros for the integers in [lo, hi] (hi empty: unbounded).
 class IntRanges {
  public:
@@ -102,18 +105,15 @@ class IntRanges {
   }
 
   // Signed integers in [lo, hi]; -0 is not produced.
-  ExprId range(std::optional<int64_t> lo, std::optional<int64_t> hi) {
+  ExprId range(int64_t lo, int64_t hi) {
+    if (lo > hi) return b_.nothing();
     std::vector<ExprId> options;
     // Non-negative part.
-    if (!hi || *hi >= 0) {
-      const uint64_t a = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
-      options.push_back(nonneg(a, hi ? std::optional<uint64_t>(static_cast<uint64_t>(*hi)) : std::nullopt));
-    }
+    if (hi >= 0) options.push_back(nonneg(lo > 0 ? static_cast<uint64_t>(lo) : 0, static_cast<uint64_t>(hi)));
     // Negative part: -m with m in [max(1, -hi), -lo].
-    if (!lo || *lo < 0) {
-      const uint64_t m_lo = hi && *hi < 0 ? static_cast<uint64_t>(-(*hi + 1)) + 1 : 1;
-      std::optional<uint64_t> m_hi;
-      if (lo) m_hi = static_cast<uint64_t>(-(*lo + 1)) + 1;
+    if (lo < 0) {
+      const uint64_t m_lo = hi < 0 ? static_cast<uint64_t>(-(hi + 1)) + 1 : 1;
+      const uint64_t m_hi = static_cast<uint64_t>(-(lo + 1)) + 1;
       options.push_back(b_.seq({b_.byte('-'), nonneg(m_lo, m_hi)}));
     }
     return b_.alt(std::move(options));
@@ -126,6 +126,9 @@ class IntRanges {
   ExprId same_length(const std::string& a, const std::string& z) {
     if (a.empty()) return b_.empty();
     if (a.size() == 1) return b_.bytes({{static_cast<uint8_t>(a[0]), static_cast<uint8_t>(z[0])}});
+    // Every digit string of this length (else both ends below recurse into it: exponential in the length).
+    if (a.find_first_not_of('0') == std::string::npos && z.find_first_not_of('9') == std::string::npos)
+      return b_.repeat(digit(), static_cast<int>(a.size()), static_cast<int>(a.size()));
     if (a[0] == z[0])
       return b_.seq({b_.byte(static_cast<uint8_t>(a[0])), same_length(a.substr(1), z.substr(1))});
     const size_t rest = a.size() - 1;
@@ -892,14 +895,14 @@ class SchemaCompiler {
   ExprId integer(const Json& s, const std::string& path) {
     std::optional<int64_t> lo, hi;
     int_bounds(s, path, lo, hi);
-    if (options_.interoperable_integers && !lo && !hi) {
-      // At most 16 digits (a digit run, not the exact 2^53 - 1, whose digit-by-digit form is large).
-      const ExprId digits =
-          b_.alt({b_.byte('0'), b_.seq({b_.bytes({{'1', '9'}}), b_.repeat(b_.bytes({{'0', '9'}}), 0, 15)})});
-      return b_.seq({b_.optional(b_.byte('-')), digits});
+    // A side without a bound stops at 16 digits (about I-JSON's +-(2^53 - 1), RFC 7493): clients parse JSON
+    // numbers as doubles, and a longer digit run is no exact integer to them (past 1.8e308 no number at all).
+    // Bounds themselves stay within 9e15 (int_bounds).
+    if (!lo && !hi) {
+      return b_.alt({b_.byte('0'), b_.seq({b_.optional(b_.byte('-')), b_.bytes({{'1', '9'}}),
+                                           b_.repeat(b_.bytes({{'0', '9'}}), 0, 15)})});
     }
-    if (lo && hi && *lo > *hi) return b_.nothing();
-    return IntRanges(b_).range(lo, hi);
+    return IntRanges(b_).range(lo.value_or(-kMaxUnboundedInteger), hi.value_or(kMaxUnboundedInteger));
   }
 
   ExprId number(const Json& s, const std::string& path) {

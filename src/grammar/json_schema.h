@@ -7,7 +7,8 @@
 // #/$defs/..., #/definitions/... or any JSON pointer in the document (recursion included), string
 // minLength / maxLength / pattern / format (date-time, date, time, email, uuid, uri, ipv4, ipv6, hostname;
 // other formats are annotations; several of them on one string are intersected), integer and number
-// bounds (decimal, inclusive and exclusive, draft 4 and later forms). Properties come in the
+// bounds (decimal, inclusive and exclusive, draft 4 and later forms; a side without a bound stops at 16
+// digits, what clients parsing numbers as doubles hold). Properties come in the
 // schema's order, optional ones may be skipped, additional ones come after the declared ones. Whitespace
 // goes where JSON allows it, in runs of a bounded length.
 //
@@ -30,10 +31,6 @@ struct JsonSchemaOptions {
   // Strings never hold a raw `<` (only its escape \u003c), for JSON embedded in markup whose tags start
   // with it (the tool-call syntax). A pattern that needs a raw `<` then matches nothing.
   bool escape_lt = false;
-  // Integers without any bound are written in at most 16 digits (about I-JSON's +-(2^53 - 1), RFC 7493):
-  // where arguments go to clients that parse JSON numbers as doubles, a longer digit run is no usable
-  // integer (past 1.8e308 it is not even a number to them). "-0" is possible, as JSON allows.
-  bool interoperable_integers = false;
 };
 
 // JSON Schema instances as expressions of a grammar being built (for grammars that embed them, like the

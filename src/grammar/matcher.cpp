@@ -231,6 +231,10 @@ struct CompiledGrammar::Walks {
   std::vector<uint32_t> need;  // per configuration: fewest bytes to the grammar's end, UINT32_MAX unknown
   std::vector<Head> heads, out;
   std::vector<Frame> frames;
+  // Per real-stack configuration of one head: the tokens its state's return nodes allow (the replay and
+  // walk fill does for them), so a head met again costs a copy of those tokens.
+  std::unordered_map<uint32_t, std::vector<uint32_t>> returns;
+  size_t returns_tokens = 0;
 
   // A configuration's key: per head (sorted) its state, its stack depth and its return states, top first.
   static std::string encode(const std::vector<Head>& hs, const std::vector<Frame>& fs) {
@@ -316,6 +320,8 @@ struct CompiledGrammar::Walks {
     keys.clear();
     trans.clear();
     need.clear();
+    returns.clear();
+    returns_tokens = 0;
   }
 };
 
@@ -331,10 +337,17 @@ struct TrieWalker {
   CompiledGrammar::Walks& w;
   std::vector<uint64_t>& bits;
   std::vector<uint32_t>* cd_nodes;
-  std::vector<uint64_t>* end_bits =
-      nullptr;  // with cd_nodes: tokens at every node where the bottom rule ended
+  // With cd_nodes: tokens at every node where the bottom rule ended.
+  std::vector<uint64_t>* end_bits = nullptr;
+  // When set, the tokens allowed go there instead of into bits.
+  std::vector<uint32_t>* list = nullptr;
 
-  void set_tokens(uint32_t node) { set_tokens(node, bits); }
+  void set_tokens(uint32_t node) {
+    if (!list) return set_tokens(node, bits);
+    const auto& n = v.nodes[node];
+    for (uint32_t k = n.tokens_begin; k < n.tokens_end; ++k)
+      list->push_back(static_cast<uint32_t>(v.tokens[k]));
+  }
   void set_tokens(uint32_t node, std::vector<uint64_t>& out) {
     const auto& n = v.nodes[node];
     for (uint32_t k = n.tokens_begin; k < n.tokens_end; ++k) {
@@ -433,6 +446,24 @@ std::string mask_signature(const Grammar& g, uint32_t state) {
   return std::string(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(uint32_t));
 }
 
+NonzeroWords nonzero_words(const std::vector<uint64_t>& bits) {
+  NonzeroWords nz;
+  for (size_t w = 0; w < bits.size(); ++w) {
+    if (bits[w]) nz.index.push_back(static_cast<uint32_t>(w));
+  }
+  nz.all = nz.index.size() * 4 > bits.size();
+  if (nz.all) nz.index = {};
+  return nz;
+}
+
+void or_into(std::vector<uint64_t>& bits, const std::vector<uint64_t>& src, const NonzeroWords& nz) {
+  if (nz.all) {
+    for (size_t w = 0; w < src.size(); ++w) bits[w] |= src[w];
+  } else {
+    for (uint32_t w : nz.index) bits[w] |= src[w];
+  }
+}
+
 }  // namespace
 
 const CompiledGrammar::StateMask& CompiledGrammar::state_mask_locked(uint32_t state) const {
@@ -456,8 +487,11 @@ const CompiledGrammar::StateMask& CompiledGrammar::state_mask_locked(uint32_t st
   const uint32_t cfg = walks_->intern(Walks::encode({{state, 0}}, bottom));
   TrieWalker w{grammar_,     m->other_trie ? vocab_->other_trie() : vocab_->trie(),
                *walks_,      m->bits,
-               &m->cd_nodes, &m->end_bits};
+               &m->cd_nodes, &m->end_bits,
+               nullptr};
   w.walk(0, cfg, false);
+  m->bits_words = nonzero_words(m->bits);
+  m->end_words = nonzero_words(m->end_bits);
   if (!signature.empty()) vocab_->share_mask(signature, m);
   return *masks_.emplace(state, std::move(m)).first->second;
 }
@@ -472,36 +506,55 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr size_t kMaxConfigurations = 200000;  // bounds the cache when stacks keep growing
   if (walks_->keys.size() > kMaxConfigurations) walks_->clear();
+  if (walks_->returns_tokens > (size_t{1} << 23)) {  // 32 MiB of cached returns
+    walks_->returns.clear();
+    walks_->returns_tokens = 0;
+  }
+  // Heads often share a state mask (one state under several stacks, equal structures shared by signature):
+  // each is ORed once.
+  std::vector<const StateMask*> ored, ended;
+  auto first = [](std::vector<const StateMask*>& seen, const StateMask* m) {
+    if (std::find(seen.begin(), seen.end(), m) != seen.end()) return false;
+    seen.push_back(m);
+    return true;
+  };
   std::vector<uint8_t> path;
   for (const Head& h : heads) {
     const StateMask& sm = state_mask_locked(h.state);
-    for (size_t w = 0; w < bits.size(); ++w) bits[w] |= sm.bits[w];
+    if (first(ored, &sm)) or_into(bits, sm.bits, sm.bits_words);
     if (sm.cd_nodes.empty()) continue;
     if (h.frame == 0) {
       // Nothing below: the rule's end is the grammar's, after which no byte comes, so the walk with the
       // real stack would add exactly the tokens that end it (free text that may stop anywhere: no walk).
-      for (size_t w = 0; w < sm.end_bits.size(); ++w) bits[w] |= sm.end_bits[w];
+      if (first(ended, &sm)) or_into(bits, sm.end_bits, sm.end_words);
       continue;
     }
     // Where the state's rule returns, the real stack decides: replay the bytes down to the node, then walk
-    // its subtree.
-    const TokenTrie& v = sm.other_trie ? vocab_->other_trie() : vocab_->trie();
+    // its subtree; once per configuration (state and stack), the tokens kept.
     const uint32_t start = walks_->intern(Walks::encode({h}, frames));
-    TrieWalker walker{grammar_, v, *walks_, bits, nullptr, nullptr};
-    for (uint32_t c : sm.cd_nodes) {
-      path.clear();
-      for (uint32_t n = c; n != 0; n = v.nodes[n].parent) path.push_back(v.nodes[n].byte);
-      uint32_t cfg = start;
-      int32_t t = 0;
-      for (size_t i = path.size(); i-- > 0;) {
-        t = walks_->step(grammar_, cfg, path[i]);
-        if ((t >> 1) == 0) break;
-        cfg = static_cast<uint32_t>(t >> 1) - 1;
+    auto [slot, fresh] = walks_->returns.try_emplace(start);
+    std::vector<uint32_t>& tokens = slot->second;
+    if (fresh) {
+      const TokenTrie& v = sm.other_trie ? vocab_->other_trie() : vocab_->trie();
+      TrieWalker walker{grammar_, v, *walks_, bits, nullptr, nullptr, &tokens};
+      for (uint32_t c : sm.cd_nodes) {
+        path.clear();
+        for (uint32_t n = c; n != 0; n = v.nodes[n].parent) path.push_back(v.nodes[n].byte);
+        uint32_t cfg = start;
+        int32_t t = 0;
+        for (size_t i = path.size(); i-- > 0;) {
+          t = walks_->step(grammar_, cfg, path[i]);
+          if ((t >> 1) == 0) break;
+          cfg = static_cast<uint32_t>(t >> 1) - 1;
+        }
+        const bool alive = (t >> 1) != 0;
+        if (alive || (t & 1)) walker.set_tokens(c);
+        if (alive) walker.walk(c, cfg, false);
       }
-      const bool alive = (t >> 1) != 0;
-      if (alive || (t & 1)) walker.set_tokens(c);
-      if (alive) walker.walk(c, cfg, false);
+      tokens.shrink_to_fit();
+      walks_->returns_tokens += tokens.size() + 8;
     }
+    for (uint32_t id : tokens) bits[id >> 6] |= uint64_t{1} << (id & 63);
   }
 }
 

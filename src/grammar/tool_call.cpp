@@ -172,7 +172,6 @@ Grammar tool_call_grammar(const std::vector<ToolSchema>& tools, const ToolCallGr
   if (tools.empty()) throw Error("no tool to call");
   JsonSchemaOptions json = options.json;
   json.escape_lt = true;
-  json.interoperable_integers = true;
   GrammarBuilder b;
   // After `<tool_call>`: one of the tools' names, its arguments, the close tag (one rule, so repeated calls
   // share its automaton).

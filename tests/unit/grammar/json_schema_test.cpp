@@ -34,8 +34,7 @@ std::string compile_error(const std::string& schema) {
 TEST(JsonSchemaGrammar, Types) {
   check(R"({"type": "null"})", {{"null"}, {"nul", "0", "\"null\""}});
   check(R"({"type": "boolean"})", {{"true", "false"}, {"1", "True", "null"}});
-  check(R"({"type": "integer"})",
-        {{"0", "-7", "12345678901234567890"}, {"01", "1.5", "-", "1e3", "-0", "+1"}});
+  check(R"({"type": "integer"})", {{"0", "-7", "1234567890123456"}, {"01", "1.5", "-", "1e3", "-0", "+1"}});
   check(R"({"type": "number"})", {{"0", "-0.5", "1e10", "2.5E-3", "-0"}, {".5", "1.", "01", "1e", "--1"}});
   check(R"({"type": "string"})", {{R"("")", R"("a b")", R"("\u00e9\n\"\\")", "\"\xC3\xA9\""},
                                   {R"("a)", R"("\x")", "\"a\nb\"", "\"\x01\""}});
@@ -167,6 +166,20 @@ TEST(JsonSchemaGrammar, IntegerBounds) {
   check(R"({"type": "integer", "minimum": 1.5, "exclusiveMaximum": 30})", {{"2", "29"}, {"1", "30"}});
   check(R"({"type": "integer", "minimum": 5, "exclusiveMinimum": true})", {{"6"}, {"5"}});  // draft 4
   check(R"({"type": "integer", "maximum": -3})", {{"-3", "-1000"}, {"-2", "0", "5"}});
+}
+
+// Where the schema sets no bound, at most 16 digits: a longer run is no exact integer to clients that parse
+// JSON numbers as doubles. Structured outputs and tool calls alike; a one-sided bound caps the other side.
+TEST(JsonSchemaGrammar, IntegersWithoutABoundHaveAtMost16Digits) {
+  check(R"({"type": "integer"})", {{"9999999999999999", "-9999999999999999", "1000000000000000"},
+                                   {"10000000000000000", "-10000000000000000", "12345678901234567890"}});
+  check(R"({"type": "integer", "minimum": 0})", {{"0", "9999999999999999"}, {"10000000000000000", "-1"}});
+  check(R"({"type": "integer", "maximum": 5})", {{"5", "-9999999999999999"}, {"-10000000000000000", "6"}});
+  check(R"({"type": "object", "properties": {"n": {"type": ["integer", "null"]}}})",
+        {{R"({"n": 1234567890123456})", R"({"n": null})"}, {R"({"n": 12345678901234567})"}});
+  // Bounds given stay exact.
+  check(R"({"type": "integer", "minimum": -9000000000000000, "maximum": 9000000000000000})",
+        {{"9000000000000000", "-9000000000000000"}, {"9000000000000001", "-9000000000000001"}});
 }
 
 TEST(JsonSchemaGrammar, NumberBounds) {

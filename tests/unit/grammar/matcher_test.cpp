@@ -170,6 +170,41 @@ TEST(GrammarMatcher, UnsatisfiableBranchesOfferNoDeadEnd) {
                vocab);
 }
 
+// Objects with many optional properties, inside an array (their rule returns into the array's): many heads,
+// several sharing a state mask, whose return nodes are walked with the real stack once per state and stack
+// and then reused. The same token sequence replayed on the same compiled grammar (masks from the caches)
+// and on a fresh one must give the same masks, equal to the slow reference.
+TEST(GrammarMatcher, MasksOfHeadsMetAgainEqualFreshOnes) {
+  const auto vocab = test_vocab();
+  const std::string schema = R"({"type": "array", "items": {"type": "object", "properties": {
+      "a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}, "d": {"type": "integer"},
+      "e": {"type": "number"}, "f": {"type": "string", "maxLength": 3}, "g": {"type": "integer"},
+      "h": {"type": "array", "items": {"type": "integer"}}, "i": {"type": "null"}, "j": {"type": "integer"}},
+      "additionalProperties": false}})";
+  const auto cached = std::make_shared<const CompiledGrammar>(compile_json_schema(schema), vocab);
+  std::mt19937 rng(5);
+  std::vector<uint64_t> first, again, fresh;
+  for (int walk = 0; walk < 6; ++walk) {
+    GrammarMatcher a(cached), b(cached);
+    GrammarMatcher c(std::make_shared<const CompiledGrammar>(compile_json_schema(schema), vocab));
+    for (int step = 0; step < 50 && !a.ended(); ++step) {
+      a.fill_mask(first);
+      b.fill_mask(again);
+      c.fill_mask(fresh);
+      ASSERT_EQ(first, again) << "walk " << walk << " step " << step;
+      ASSERT_EQ(first, fresh) << "walk " << walk << " step " << step;
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
+        ASSERT_EQ(bit(first, id), a.allows_token(id)) << "token '" << vocab->bytes(id) << "' step " << step;
+        if (bit(first, id)) allowed.push_back(id);
+      }
+      ASSERT_FALSE(allowed.empty());
+      const int32_t pick = allowed[rng() % allowed.size()];
+      ASSERT_TRUE(a.accept_token(pick) && b.accept_token(pick) && c.accept_token(pick));
+    }
+  }
+}
+
 TEST(GrammarMatcher, MaskOnRecursiveSchema) {
   random_walks(R"({"$defs": {"n": {"type": "object", "properties": {"v": {"type": "integer"},
                  "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "required": ["v"],
