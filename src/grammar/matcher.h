@@ -23,9 +23,6 @@
 
 namespace spark::grammar {
 
-// The tokens a grammar state accepts without returning from its rule, and the trie nodes where it may
-// return (to be walked with the real stack), in the vocabulary's full trie or, for a state with
-// plain_remaining, in its trie of the tokens that are not plain text.
 // The nonzero words of a bit set when they are few: ORing those beats ORing all 2,048 words of a 131k
 // vocabulary (most states allow a few hundred tokens). `all` when there are many.
 struct NonzeroWords {
@@ -33,6 +30,9 @@ struct NonzeroWords {
   bool all = true;
 };
 
+// The tokens a grammar state accepts without returning from its rule, and the trie nodes where it may
+// return (to be walked with the real stack), in the vocabulary's full trie or, for a state with
+// plain_remaining, in its trie of the tokens that are not plain text.
 struct StateMask {
   std::vector<uint64_t> bits;
   std::vector<uint32_t> cd_nodes;
