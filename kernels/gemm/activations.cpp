@@ -55,7 +55,9 @@ void* scratch(int slot, size_t bytes) {
 }
 
 QuantizedActivations quantize_activations(const float* x, int64_t m, int64_t k, int64_t k_pad, int64_t groups,
-                                          bool offset128, ThreadPool* pool, int64_t rows_multiple) {
+                                          bool offset128, ThreadPool* pool, int64_t rows_multiple,
+                                          QuantizeRowFn row_fn) {
+  if (row_fn == nullptr) row_fn = quantize_row;
   QuantizedActivations a;
   const int64_t m_alloc = (m + rows_multiple - 1) / rows_multiple * rows_multiple;
   a.m = m;
@@ -70,8 +72,7 @@ QuantizedActivations quantize_activations(const float* x, int64_t m, int64_t k, 
   a.group_sums = reinterpret_cast<int32_t*>(base + q_bytes + s_bytes);
   auto rows = [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
-      quantize_row(x + i * k, k, k_pad, groups, offset128, a.q + i * k_pad, a.scale + i,
-                   a.group_sums + i * groups);
+      row_fn(x + i * k, k, k_pad, groups, offset128, a.q + i * k_pad, a.scale + i, a.group_sums + i * groups);
     }
   };
   if (pool != nullptr && m > 8) {

@@ -18,12 +18,18 @@ struct QuantizedActivations {
   int32_t* group_sums = nullptr;  // [m][groups]: Σ q over each group of 128 columns (signed q)
 };
 
+// Quantizes one row as described below; a per-ISA version must give the same bytes as the scalar one.
+using QuantizeRowFn = void (*)(const float* x, int64_t k, int64_t k_pad, int64_t groups, bool offset128,
+                               int8_t* q, float* scale, int32_t* group_sums);
+
 // Symmetric per row: scale = max|x| / 127, q = round-half-even(x · (127 / max|x|)) in [-127, 127]; a row
 // of zeros gets scale 0. offset128 stores q + 128 (the unsigned operand vpdpbusd wants). rows_multiple
 // rounds the rows up with zero rows (AMX tiles take 16 rows at a time). The result lives in the calling
-// thread's scratch slot 0 until its next call. pool may be null (single thread).
+// thread's scratch slot 0 until its next call. pool may be null (single thread). row_fn: a per-ISA row
+// quantizer (null: the scalar one).
 QuantizedActivations quantize_activations(const float* x, int64_t m, int64_t k, int64_t k_pad, int64_t groups,
-                                          bool offset128, ThreadPool* pool, int64_t rows_multiple = 1);
+                                          bool offset128, ThreadPool* pool, int64_t rows_multiple = 1,
+                                          QuantizeRowFn row_fn = nullptr);
 
 // Per-thread scratch: `bytes` bytes, 64-byte aligned, contents undefined; valid until the same thread asks
 // for the same slot again. Slot 0 belongs to quantize_activations.

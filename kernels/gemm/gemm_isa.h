@@ -30,6 +30,9 @@ void gemm_w4a8_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* 
 void gemm_w4a16_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                      ThreadPool& pool);
 
+// quantize_activations' row quantizer on AVX-512: the scalar one's bytes, scale and group sums exactly.
+void quantize_row_avx512(const float* x, int64_t k, int64_t k_pad, int64_t groups, bool offset128, int8_t* q,
+                         float* scale, int32_t* group_sums);
 void gemm_int8_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                       ThreadPool& pool);
 void gemm_w4a8_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,

@@ -8,6 +8,7 @@
 // The f32 epilogues are written in the same order as gemm_ref's, so results match it bit for bit.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "cpu/unroll.h"
@@ -82,9 +83,20 @@ struct Int8Kernel {
   }
 };
 
+// acc + Σ4 u8(a) · s8(*x broadcast) per lane: the activation bytes come straight from memory (embedded
+// broadcast), so a row costs no separate broadcast instruction.
+inline __m512i dpbusd_bcst(__m512i acc, __m512i a, const int8_t* x) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*reinterpret_cast<const int32_t*>(x)));
+  return acc;
+}
+
+// kW4A8 tiles. Decode (MR <= 4 rows x 4 blocks) and batches / prefill (up to 12 rows x 2 blocks: 24
+// accumulators, 4 unpacked lines and the nibble mask fill the 32 registers, so every unpacked line feeds
+// 12 rows, i.e. 24 vpdpbusd per line pair and no broadcast instructions). Each group's accumulators start
+// at -8 · Σ_group x (the zero point), and the f32 sums live in memory between groups.
 struct W4A8Kernel {
   static constexpr int kDecodeNb = 4;
-  static constexpr int kPrefillMr = 8;
+  static constexpr int kPrefillMr = 12;
   static constexpr int kPrefillNb = 2;
 
   template <int MR, int NB>
@@ -92,41 +104,39 @@ struct W4A8Kernel {
     const QuantizedWeight& w = c.w;
     const int64_t groups = w.groups();
     const int64_t block_bytes = w.k_pad * kBlockRows / 2;
+    const int64_t ldq = c.a->k_pad;
     const auto* wq = static_cast<const uint8_t*>(w.qweight) + b0 * block_bytes;
     const auto* sc = static_cast<const uint16_t*>(w.scales) + b0 * groups * kBlockRows;
-    const int8_t* xq = c.a->q + m0 * c.a->k_pad;
-    const int32_t* gsum = c.a->group_sums + m0 * groups;
+    const int8_t* xq = c.a->q + m0 * ldq;
+    const int32_t* zbias = c.a->group_sums + m0 * groups;  // -8 · Σ_group q (see gemm_w4a8_avx512)
     const __m512i low4 = _mm512_set1_epi8(0x0f);
-    __m512 facc[MR][NB];
-    SPARK_UNROLL
-    for (int i = 0; i < MR; ++i) {
-      SPARK_UNROLL
-      for (int b = 0; b < NB; ++b) facc[i][b] = _mm512_setzero_ps();
-    }
+    alignas(64) float out[MR][NB][kBlockRows] = {};
     for (int64_t g = 0; g < groups; ++g) {
       __m512i acc[MR][NB];
       SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
+        const __m512i z = _mm512_set1_epi32(zbias[i * groups + g]);
         SPARK_UNROLL
-        for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_setzero_si512();
+        for (int b = 0; b < NB; ++b) acc[i][b] = z;
       }
       // 16 lines of 64 bytes per group and block; line p holds k = 8p..8p+3 (low) and 8p+4..8p+7 (high).
+      const uint8_t* wl = wq + g * (kGroupSize / 8) * 64;
+      const int8_t* xg = xq + g * kGroupSize;
       for (int64_t p = 0; p < kGroupSize / 8; ++p) {
         __m512i lo[NB], hi[NB];
         SPARK_UNROLL
         for (int b = 0; b < NB; ++b) {
-          const __m512i raw = _mm512_loadu_si512(wq + b * block_bytes + (g * (kGroupSize / 8) + p) * 64);
+          const __m512i raw = _mm512_loadu_si512(wl + b * block_bytes + p * 64);
           lo[b] = _mm512_and_si512(raw, low4);
           hi[b] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
         }
         SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
-          const int8_t* xp = xq + i * c.a->k_pad + g * kGroupSize + p * 8;
-          const __m512i x0 = broadcast4(xp), x1 = broadcast4(xp + 4);
+          const int8_t* xp = xg + i * ldq + p * 8;
           SPARK_UNROLL
           for (int b = 0; b < NB; ++b) {
-            acc[i][b] = dpbusd(acc[i][b], lo[b], x0);
-            acc[i][b] = dpbusd(acc[i][b], hi[b], x1);
+            acc[i][b] = dpbusd_bcst(acc[i][b], lo[b], xp);
+            acc[i][b] = dpbusd_bcst(acc[i][b], hi[b], xp + 4);
           }
         }
       }
@@ -136,8 +146,8 @@ struct W4A8Kernel {
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + (b * groups + g) * kBlockRows)));
         SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
-          const __m512i corr = _mm512_sub_epi32(acc[i][b], _mm512_set1_epi32(8 * gsum[i * groups + g]));
-          facc[i][b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(corr), s, facc[i][b]);
+          const __m512 o = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][b]), s, _mm512_load_ps(out[i][b]));
+          _mm512_store_ps(out[i][b], o);
         }
       }
     }
@@ -147,7 +157,7 @@ struct W4A8Kernel {
       const __mmask16 mask = lane_mask(w.n - n0);
       SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
-        const __m512 v = _mm512_mul_ps(facc[i][b], _mm512_set1_ps(c.a->scale[m0 + i]));
+        const __m512 v = _mm512_mul_ps(_mm512_load_ps(out[i][b]), _mm512_set1_ps(c.a->scale[m0 + i]));
         _mm512_mask_storeu_ps(c.y + (m0 + i) * c.ldy + n0, mask, v);
       }
     }
@@ -156,16 +166,51 @@ struct W4A8Kernel {
 
 }  // namespace
 
+// quantize_row (activations.cpp) 16 lanes at a time, with the same result bit for bit: max|x| is exact in
+// any order (a NaN is skipped as std::max skips it), and the product, round-half-even and clamp are the
+// same IEEE operations (vmaxps / vminps return their second operand for a NaN, as fmax / fmin do).
+void quantize_row_avx512(const float* x, int64_t k, int64_t k_pad, int64_t groups, bool offset128, int8_t* q,
+                         float* scale, int32_t* group_sums) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  __m512 vmax = _mm512_setzero_ps();
+  for (int64_t i = 0; i < k; i += 16) {
+    const __m512 v = _mm512_maskz_loadu_ps(lane_mask(k - i), x + i);
+    vmax = _mm512_max_ps(_mm512_andnot_ps(sign, v), vmax);
+  }
+  const float amax = _mm512_reduce_max_ps(vmax);
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  *scale = amax / 127.0f;
+  const __m512 vinv = _mm512_set1_ps(inv), lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+  const __m128i bias = _mm_set1_epi8(offset128 ? static_cast<char>(0x80) : 0);
+  for (int64_t g = 0; g * 128 < k || g < groups; ++g) {
+    __m512i sum = _mm512_setzero_si512();
+    for (int64_t i = g * 128; i < std::min(k, (g + 1) * 128); i += 16) {
+      const __mmask16 mask = lane_mask(k - i);
+      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + i), vinv);
+      const __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m512i qi = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi));
+      sum = _mm512_add_epi32(sum, _mm512_maskz_mov_epi32(mask, qi));
+      _mm_mask_storeu_epi8(q + i, mask, _mm_xor_si128(_mm512_cvtepi32_epi8(qi), bias));
+    }
+    if (g < groups) group_sums[g] = _mm512_reduce_add_epi32(sum);
+  }
+  std::memset(q + k, offset128 ? 0x80 : 0, static_cast<size_t>(k_pad - k));
+}
+
 void gemm_int8_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                       ThreadPool& pool) {
-  const QuantizedActivations a = quantize_activations(x, m, w.k, w.k_pad, 0, /*offset128=*/true, &pool);
+  const QuantizedActivations a =
+      quantize_activations(x, m, w.k, w.k_pad, 0, /*offset128=*/true, &pool, 1, quantize_row_avx512);
   run_tiles<Int8Kernel>(TileContext{w, &a, x, w.k, nullptr, y, ldy}, m, pool);
 }
 
 void gemm_w4a8_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                       ThreadPool& pool) {
+  const int64_t groups = w.groups();
   const QuantizedActivations a =
-      quantize_activations(x, m, w.k, w.k_pad, w.groups(), /*offset128=*/false, &pool);
+      quantize_activations(x, m, w.k, w.k_pad, groups, /*offset128=*/false, &pool, 1, quantize_row_avx512);
+  // The tiles start each group's sums at the zero point's share, -8 · Σ_group q (this call's scratch).
+  for (int64_t i = 0; i < m * groups; ++i) a.group_sums[i] *= -8;
   run_tiles<W4A8Kernel>(TileContext{w, &a, x, w.k, nullptr, y, ldy}, m, pool);
 }
 

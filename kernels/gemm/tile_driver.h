@@ -72,8 +72,11 @@ void run_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
     const int64_t tn = static_cast<int64_t>(task) % tasks_n, tm = static_cast<int64_t>(task) / tasks_n;
     const int64_t b_begin = tn * kTaskBlocks, b_end = std::min(n_blocks, b_begin + kTaskBlocks);
     const int64_t m_begin = tm * kTaskRows, m_end = std::min(m, m_begin + kTaskRows);
-    for (int64_t m0 = m_begin; m0 < m_end; m0 += Kernel::kPrefillMr) {
-      const int64_t mr = std::min<int64_t>(Kernel::kPrefillMr, m_end - m0);
+    // Rows split into tiles of near-equal height (16 rows with kPrefillMr = 12: 8 + 8, not 12 + 4), so
+    // a small batch does not end on a tile that reuses each unpacked weight line for a few rows only.
+    for (int64_t m0 = m_begin, mr = 0; m0 < m_end; m0 += mr) {
+      const int64_t left = m_end - m0, tiles = (left + Kernel::kPrefillMr - 1) / Kernel::kPrefillMr;
+      mr = (left + tiles - 1) / tiles;
       for (int64_t b = b_begin; b < b_end; b += Kernel::kPrefillNb) {
         TileTables<Kernel>::prefill[std::min<int64_t>(Kernel::kPrefillNb, b_end - b) - 1][mr - 1](c, m0, b);
       }

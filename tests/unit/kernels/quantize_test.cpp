@@ -2,6 +2,7 @@
 // and the packed-tensor serialization.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -9,6 +10,7 @@
 
 #include "gemm/activations.h"
 #include "gemm/dispatch.h"
+#include "gemm/gemm_isa.h"
 #include "kernel_test_util.h"
 #include "spark/error.h"
 
@@ -153,6 +155,50 @@ TEST(Activations, NonFiniteInputsStayDefined) {
   for (int i = 0; i < 4; ++i) {
     EXPECT_GE(a.q[i], -127);
     EXPECT_LE(a.q[i], 127);
+  }
+}
+
+// The AVX-512 row quantizer must give the scalar one's bytes, scale and group sums exactly (the integer
+// GEMMs are bit-exact against the reference only if both quantize alike): rows with ties at .5, zeros,
+// non-finite values and lengths off the 16-lane and 128-group boundaries.
+TEST(Activations, Avx512RowQuantizerMatchesScalar) {
+  SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx512);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t k : {1, 15, 16, 17, 127, 128, 129, 200, 2048, 6656}) {
+    for (int variant = 0; variant < 5; ++variant) {
+      const int64_t m = 3, k_pad = (k + 127) / 128 * 128, groups = k_pad / 128;
+      std::vector<float> x(static_cast<size_t>(m * k));
+      for (float& v : x) v = normal(rng);
+      if (variant == 1) {
+        // Multiples of 1/254 of the row maximum 2: x · 127 / 2 lands on halves, which round to even.
+        for (size_t i = 0; i < x.size(); ++i)
+          x[i] = static_cast<float>(static_cast<int>(i % 509) - 254) / 127.0f;
+      } else if (variant == 2) {
+        std::fill(x.begin(), x.begin() + k, 0.0f);
+      } else if (variant == 3) {
+        x[static_cast<size_t>(k / 2)] = NAN;
+        x[static_cast<size_t>(k + k / 3)] = INFINITY;
+        x[static_cast<size_t>(2 * k)] = -INFINITY;
+      }
+      for (bool offset128 : {false, true}) {
+        const int64_t g = offset128 ? 0 : groups;
+        auto copy = [&](const QuantizedActivations& a) {
+          std::vector<int32_t> out(a.q, a.q + m * k_pad);
+          for (int64_t i = 0; i < m; ++i) {
+            uint32_t bits = 0;
+            std::memcpy(&bits, &a.scale[i], 4);
+            out.push_back(static_cast<int32_t>(bits));
+          }
+          out.insert(out.end(), a.group_sums, a.group_sums + m * g);
+          return out;
+        };
+        const auto want = copy(quantize_activations(x.data(), m, k, k_pad, g, offset128, nullptr));
+        const auto got =
+            copy(quantize_activations(x.data(), m, k, k_pad, g, offset128, nullptr, 1, quantize_row_avx512));
+        EXPECT_EQ(got, want) << "k " << k << " variant " << variant << " offset128 " << offset128;
+      }
+    }
   }
 }
 
