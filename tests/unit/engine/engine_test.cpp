@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <limits>
 #include <mutex>
@@ -387,9 +388,12 @@ namespace {
 // prepare() and process() ran, whether process() found its decision prepared, and how many prepare()
 // calls were in flight at once across processors.
 struct PrepareProbe {
+  int rendezvous = 1;  // prepare() waits (up to 1 s) until this many are in flight
   std::mutex mu;
+  std::condition_variable cv;
   std::set<std::thread::id> prepare_threads, process_threads;
-  std::atomic<int> in_flight{0}, max_in_flight{0};
+  int in_flight = 0, max_in_flight = 0;
+  int meetings = 0;  // rendezvous reached so far
   std::atomic<int> unprepared{0};
 };
 
@@ -398,17 +402,26 @@ class ForcingProcessor : public LogitsProcessor {
   ForcingProcessor(PrepareProbe& probe, int32_t first) : probe_(probe), next_(first) {}
 
   void prepare() override {
-    {
-      std::lock_guard<std::mutex> lock(probe_.mu);
-      probe_.prepare_threads.insert(std::this_thread::get_id());
+    std::unique_lock<std::mutex> lock(probe_.mu);
+    probe_.prepare_threads.insert(std::this_thread::get_id());
+    probe_.max_in_flight = std::max(probe_.max_in_flight, ++probe_.in_flight);
+    if (probe_.rendezvous > 1) {
+      // Two mask threads meet here: the last to arrive releases the others (a step with one sequence
+      // gives up after the wait).
+      const int meeting = probe_.meetings;
+      if (probe_.in_flight >= probe_.rendezvous) {
+        ++probe_.meetings;
+        probe_.cv.notify_all();
+      } else {
+        probe_.cv.wait_for(lock, std::chrono::seconds(1), [&] { return probe_.meetings != meeting; });
+      }
+    } else {
+      // One mask thread: stay long enough that a second prepare() running beside it would be seen.
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      lock.lock();
     }
-    const int now = probe_.in_flight.fetch_add(1) + 1;
-    int seen = probe_.max_in_flight.load();
-    while (now > seen && !probe_.max_in_flight.compare_exchange_weak(seen, now)) {
-    }
-    // Long enough that two processors prepared by two mask threads overlap.
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    probe_.in_flight.fetch_sub(1);
+    --probe_.in_flight;
     decided_ = next_;
   }
   void process(std::span<float> logits) override {
@@ -448,6 +461,7 @@ TEST_F(EngineTest, LogitsProcessorsArePreparedOnMaskThreadsBesideTheForwardPass)
   for (int mask_threads : {1, 2}) {
     SCOPED_TRACE("mask_threads " + std::to_string(mask_threads));
     PrepareProbe probe;
+    probe.rendezvous = mask_threads;
     EngineOptions o = options(4096, false);
     o.mask_threads = mask_threads;
     Engine engine(*model_, o);
@@ -467,7 +481,7 @@ TEST_F(EngineTest, LogitsProcessorsArePreparedOnMaskThreadsBesideTheForwardPass)
     }
     EXPECT_EQ(probe.prepare_threads.size(), static_cast<size_t>(mask_threads));
     // One mask thread prepares one processor at a time; two prepare the step's two at once.
-    EXPECT_EQ(probe.max_in_flight.load(), mask_threads);
+    EXPECT_EQ(probe.max_in_flight, mask_threads);
   }
 }
 
