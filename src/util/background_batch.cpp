@@ -4,7 +4,9 @@
 
 namespace spark {
 
-BackgroundBatch::BackgroundBatch(int n_threads) : pool_(n_threads), thread_([this] { loop(); }) {}
+// The pool sleeps between batches: it runs beside the compute pool, whose cores its spinning would take.
+BackgroundBatch::BackgroundBatch(int n_threads)
+    : pool_(n_threads, ThreadPool::kSleepAtOnce), thread_([this] { loop(); }) {}
 
 BackgroundBatch::~BackgroundBatch() {
   {

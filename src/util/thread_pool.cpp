@@ -20,13 +20,10 @@ inline void cpu_relax() {
 #endif
 }
 
-// Workers spin this many times before sleeping: a decode step issues hundreds of short GEMMs back to
-// back and a condition-variable wake-up per GEMM would cost more than the GEMM itself.
-constexpr int kSpinIterations = 20000;
-
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads, int spin_iterations)
+    : n_threads_(std::max(1, n_threads)), spin_iterations_(std::max(0, spin_iterations)) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
@@ -54,7 +51,7 @@ void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+    for (int spin = 0; gen == seen && spin < spin_iterations_; ++spin) {
       cpu_relax();
       gen = generation_.load(std::memory_order_acquire);
     }

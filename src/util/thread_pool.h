@@ -15,7 +15,14 @@ namespace spark {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);
+  // Workers spin this many pause instructions for the next job before they sleep. The compute pool
+  // spins: a decode step issues hundreds of short GEMMs back to back and a condition-variable wake-up
+  // per GEMM would cost more than the GEMM. A pool that runs beside the compute pool (the grammar mask
+  // threads) must sleep at once instead, or its spinning workers take cores from the forward pass.
+  static constexpr int kComputeSpin = 20000;
+  static constexpr int kSleepAtOnce = 0;
+
+  explicit ThreadPool(int n_threads, int spin_iterations = kComputeSpin);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -37,6 +44,7 @@ class ThreadPool {
   void work_on_current_job();
 
   int n_threads_;
+  int spin_iterations_;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
