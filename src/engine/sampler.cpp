@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -42,6 +43,93 @@ void fill_logprobs(std::span<const float> raw, int32_t chosen, int top, TokenEve
     ev.top_logprobs.emplace_back(idx[i], raw[static_cast<size_t>(idx[i])] - log_z);
 }
 
+// top-p buckets: weights are exp(logit - max) in (0, 1]; 64 binary exponents below 1, 16 steps each. Weights
+// under 2^-63 share the last bucket (sorted whole only if the cut falls among them).
+constexpr int kTopPBuckets = 64 * 16;
+
+inline int top_p_bucket(double weight) {
+  const uint64_t bits = std::bit_cast<uint64_t>(weight);
+  const int below_one = 1023 - static_cast<int>(bits >> 52);  // 0 for [1, 2), weights are positive
+  const int key = below_one * 16 + 15 - static_cast<int>((bits >> 48) & 15);
+  return std::clamp(key, 0, kTopPBuckets - 1);
+}
+
+// Most likely first; ties to the lowest id, so a kept set never depends on the input order.
+constexpr auto most_likely_first = [](const SamplingCandidate& a, const SamplingCandidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+};
+
+// Keeps the shortest most-likely-first prefix of `out` holding `target` of the weight, in no particular
+// order. Nothing close to the whole set is ever sorted.
+void cut_top_p(std::vector<SamplingCandidate>& out, double target) {
+  // Peaked logits (a trained model's usual shape): the few candidates within e^-10 of the best hold the
+  // mass; sort just those. A threshold splits the sorted order into a prefix, so the running sum over them
+  // is exactly the full sort's.
+  constexpr double kHigh = 4.5399929762484854e-05;  // e^-10
+  constexpr size_t kFewToSort = 4096;
+  double high_mass = 0.0;
+  size_t high = 0;
+  for (const auto& c : out) {
+    const bool h = c.weight >= kHigh;
+    high_mass += h ? c.weight : 0.0;
+    high += h;
+  }
+  if (high <= kFewToSort && high_mass >= target) {
+    const auto mid =
+        std::partition(out.begin(), out.end(), [&](const SamplingCandidate& c) { return c.weight >= kHigh; });
+    std::sort(out.begin(), mid, most_likely_first);
+    double cum = 0.0;
+    auto end = mid;
+    for (auto it = out.begin(); it != mid; ++it) {
+      cum += it->weight;
+      if (cum >= target) {
+        end = it + 1;
+        break;
+      }
+    }
+    out.erase(end, out.end());
+    return;
+  }
+  // Flat logits (95% of the mass spread over most of a 131k vocabulary): one pass buckets the weights by
+  // their binary exponent and top 4 mantissa bits (a key that never decreases as the weight falls, so
+  // every bucket is a run of the sorted order), the bucket masses locate the bucket the cut falls in, and
+  // only that bucket is sorted. Four partial sums per bucket, so that a run of candidates in one bucket
+  // does not chain every add through one memory location.
+  double lanes[4][kTopPBuckets] = {};
+  for (size_t i = 0; i < out.size(); ++i) lanes[i & 3][top_p_bucket(out[i].weight)] += out[i].weight;
+  double cum = 0.0;  // mass of the buckets before the cut's
+  int cut_bucket = 0;
+  for (;; ++cut_bucket) {
+    const double m =
+        (lanes[0][cut_bucket] + lanes[1][cut_bucket]) + (lanes[2][cut_bucket] + lanes[3][cut_bucket]);
+    if (cut_bucket == kTopPBuckets - 1 || cum + m >= target) break;
+    cum += m;
+  }
+  // One pass keeps the buckets before the cut's in place (branch-free: every candidate is copied, the
+  // write position moves only for the kept ones) and sets the cut's bucket aside.
+  thread_local std::vector<SamplingCandidate> bucket;
+  bucket.clear();
+  size_t kept = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const SamplingCandidate c = out[i];
+    const int b = top_p_bucket(c.weight);
+    out[kept] = c;
+    kept += b < cut_bucket ? 1 : 0;
+    if (b == cut_bucket) bucket.push_back(c);
+  }
+  std::sort(bucket.begin(), bucket.end(), most_likely_first);
+  size_t take = bucket.size();  // the whole set holds less than top_p (rounding): keep it all
+  for (size_t i = 0; i < bucket.size(); ++i) {
+    cum += bucket[i].weight;
+    if (cum >= target) {
+      take = i + 1;
+      break;
+    }
+  }
+  out.resize(kept);
+  out.insert(out.end(), bucket.begin(), bucket.begin() + static_cast<std::ptrdiff_t>(take));
+}
+
 }  // namespace
 
 SamplerRng::SamplerRng(uint64_t seed) {
@@ -75,17 +163,13 @@ void select_sampling_candidates(std::span<const float> logits, const SamplingPar
     out.push_back({v * inv_t, static_cast<int32_t>(i), 0.0});
     max_logit = std::max(max_logit, v * inv_t);
   }
-  // Most likely first; ties to the lowest id, so the kept set never depends on the input order.
-  auto before = [](const SamplingCandidate& a, const SamplingCandidate& b) {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-  };
   if (params.top_k > 0 && static_cast<size_t>(params.top_k) < out.size()) {
     const auto kth = out.begin() + params.top_k;
     // A heap of k beats quickselect's passes over the whole row while k is small.
     if (params.top_k <= 256) {
-      std::partial_sort(out.begin(), kth, out.end(), before);
+      std::partial_sort(out.begin(), kth, out.end(), most_likely_first);
     } else {
-      std::nth_element(out.begin(), kth - 1, out.end(), before);
+      std::nth_element(out.begin(), kth - 1, out.end(), most_likely_first);
     }
     out.resize(static_cast<size_t>(params.top_k));
   }
@@ -101,34 +185,7 @@ void select_sampling_candidates(std::span<const float> logits, const SamplingPar
         std::remove_if(out.begin(), out.end(), [&](const SamplingCandidate& c) { return c.weight < floor; }),
         out.end());
   }
-  if (params.top_p < 1.0f && out.size() > 1) {
-    // The cut is the shortest most-likely-first prefix holding top_p of the mass. Sort only the candidates
-    // above a weight threshold; if they do not hold enough mass, lower it. A threshold splits the sorted
-    // order into a prefix, so the running sum over the sorted part is exactly the full sort's.
-    const double target = static_cast<double>(params.top_p);
-    for (double threshold : {std::exp(-4.0), std::exp(-10.0), std::exp(-24.0), 0.0}) {
-      const auto mid = threshold > 0.0
-                           ? std::partition(out.begin(), out.end(),
-                                            [&](const SamplingCandidate& c) { return c.weight >= threshold; })
-                           : out.end();
-      std::sort(out.begin(), mid, before);
-      double cum = 0.0;
-      const size_t sorted = static_cast<size_t>(mid - out.begin());
-      size_t cut = 0;
-      for (size_t i = 0; i < sorted; ++i) {
-        cum += out[i].weight / total;
-        if (cum >= target) {
-          cut = i + 1;
-          break;
-        }
-      }
-      if (cut > 0) {
-        out.resize(cut);
-        break;
-      }
-      if (mid == out.end()) break;  // the whole set holds less than top_p (rounding): keep it all
-    }
-  }
+  if (params.top_p < 1.0f && out.size() > 1) cut_top_p(out, static_cast<double>(params.top_p) * total);
 }
 
 Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed)

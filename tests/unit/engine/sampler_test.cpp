@@ -100,8 +100,8 @@ TEST(Sampler, CandidatesMatchAFullSortOnLargeVocabularies) {
             for (const auto& c : got) ids.insert(c.id);
             ASSERT_EQ(ids.size(), got.size());
             const auto want = support_by_full_sort(logits, p);
-            // top-p sums in the same sorted order; only the normalizing total is summed in another order,
-            // which may move a cut that lands within rounding of top_p by one token.
+            // top-p adds the weights in another order than the sorted one (bucket by bucket on flat
+            // logits), which may move a cut that lands within rounding of top_p by one token.
             const size_t diff = std::max(ids.size(), want.size()) - std::min(ids.size(), want.size());
             EXPECT_LE(diff, 1u) << "shape " << shape << " T " << temperature << " top_p " << top_p
                                 << " top_k " << top_k << " min_p " << min_p;
