@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 
+#include "activation/activation.h"
 #include "attention/attention.h"
 #include "gemm/path_report.h"
 #include "spark/error.h"
@@ -391,12 +392,9 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
     kernels::gemm(h_.data(), total, layer.ffn_up, ffn_up_.data(), inter, pool);
     tap("ffn_gate", li, ffn_gate_.data(), total, inter);
     tap("ffn_up", li, ffn_up_.data(), total, inter);
+    // Exact erf GELU, as the reference model uses (not the tanh approximation).
     pool.parallel_for(ffn_gate_.size(), 4096, [&](size_t begin, size_t end) {
-      for (size_t i = begin; i < end; ++i) {
-        const float g = ffn_gate_[i];
-        // Exact erf GELU, as the reference model uses (not the tanh approximation).
-        ffn_gate_[i] = 0.5f * g * (1.0f + std::erf(g * 0.70710678118654752f)) * ffn_up_[i];
-      }
+      kernels::geglu(ffn_gate_.data() + begin, ffn_up_.data() + begin, ffn_gate_.data() + begin, end - begin);
     });
     tap("ffn_act", li, ffn_gate_.data(), total, inter);
     kernels::gemm(ffn_gate_.data(), total, layer.ffn_down, proj_.data(), hidden, pool);
