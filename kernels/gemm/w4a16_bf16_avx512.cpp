@@ -63,7 +63,7 @@ struct Unpacker {
 
   // One 64-byte line (pairs p..p+3 of 16 rows) -> the 4 vdpbf16ps operands. kPermb: one vpermb per
   // half instead of vpermq + vpshufb (bytes 1 and 3 of each lane then hold copies, which the mask
-  // drops): 15% more lines per second at one activation row in L2, but 8% fewer at four rows, where
+  // drops): 15-24% more lines per second at one activation row in L2, but 8% fewer at four rows, where
   // vdpbf16ps issue is the bound (bench/RESULTS.md, session 7).
   template <bool kPermb>
   void line(const uint8_t* src, __m512i out[4]) const {
