@@ -59,6 +59,7 @@ CpuFeatures probe() {
     f.avx512vl = (b7 >> 31) & 1;
     f.avx512_vnni = (c7 >> 11) & 1;
     f.avx512_bf16 = (a71 >> 5) & 1;
+    f.avx512_vbmi = (c7 >> 1) & 1;
   }
   if (os_amx && ((d7 >> 24) & 1) && request_amx_permission()) {
     f.amx_tile = true;

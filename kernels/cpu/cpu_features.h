@@ -16,6 +16,7 @@ struct CpuFeatures {
   bool avx512dq = false;
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
+  bool avx512_vbmi = false;
   bool avx_vnni = false;
   bool amx_tile = false;
   bool amx_int8 = false;
@@ -31,7 +32,8 @@ const CpuFeatures& cpu_features();
 //   kAvx512  + AVX-512 F/BW/VL/DQ + VNNI (Cascade Lake, Ice Lake, Zen 4 and later; Skylake-X has no VNNI
 //            and runs the AVX2 tier)
 //   kAmx     + AMX tile/int8/bf16 with the OS permission granted (Sapphire Rapids and later)
-// AVX512-BF16 is not a tier: kernels that want vdpbf16ps check cpu_features().avx512_bf16.
+// AVX512-BF16 is not a tier: kernels that want vdpbf16ps check cpu_features().avx512_bf16 (and the W4A16
+// bf16 kernels, which also use vpermb, cpu_features().avx512_vbmi).
 enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 
 const char* isa_name(Isa isa);

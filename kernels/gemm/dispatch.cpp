@@ -57,7 +57,7 @@ Kernel select_kernel(WeightFormat format, int64_t m, Isa isa, bool bf16_activati
       if (amx_tiles && m >= kW4A8AmxMinRows) return Kernel::kW4A8Amx;
       return avx512 ? Kernel::kW4A8Avx512 : Kernel::kW4A8Avx2;
     case WeightFormat::kW4A16:
-      if (avx512 && cpu_features().avx512_bf16) return Kernel::kW4A16Bf16Avx512;
+      if (avx512 && cpu_features().avx512_bf16 && cpu_features().avx512_vbmi) return Kernel::kW4A16Bf16Avx512;
       return avx512 ? Kernel::kW4A16Avx512 : Kernel::kW4A16Avx2;
   }
   throw Error("select_gemm: unknown weight format");

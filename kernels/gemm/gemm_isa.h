@@ -39,7 +39,8 @@ void gemm_w4a8_avx512(const float* x, int64_t m, const QuantizedWeight& w, float
                       ThreadPool& pool);
 void gemm_w4a16_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                        ThreadPool& pool);
-// kW4A16 on AVX512-BF16: nibbles turned into bf16 in registers, vdpbf16ps for decode and prefill tiles.
+// kW4A16 on AVX512-BF16 + VBMI: nibbles turned into bf16 in registers, vdpbf16ps for decode and prefill
+// tiles.
 void gemm_w4a16_bf16_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                             ThreadPool& pool);
 

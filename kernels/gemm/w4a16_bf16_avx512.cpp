@@ -33,7 +33,17 @@ inline __m512 dpbf16_bcst(__m512 acc, __m512i w, const uint32_t* x) {
 }
 
 struct Unpacker {
-  __m512i idx_a, idx_b, spread, mask, one;
+  __m512i idx_a, idx_b, spread, bytes_a, bytes_b, mask, one;
+  // vpermb indices: lane r <- row r of pairs p0 and p0 + 1 (bytes 16 p0 + r, 16 (p0 + 1) + r) at bytes 0-1
+  // and 2-3.
+  static __m512i pair_bytes(int p0) {
+    alignas(64) uint8_t v[64];
+    for (int r = 0; r < 16; ++r) {
+      v[4 * r] = v[4 * r + 1] = static_cast<uint8_t>(16 * p0 + r);
+      v[4 * r + 2] = v[4 * r + 3] = static_cast<uint8_t>(16 * (p0 + 1) + r);
+    }
+    return _mm512_load_si512(v);
+  }
   Unpacker()
       : idx_a(_mm512_setr_epi64(0, 2, 0, 2, 1, 3, 1, 3)),
         idx_b(_mm512_setr_epi64(4, 6, 4, 6, 5, 7, 5, 7)),
@@ -43,17 +53,29 @@ struct Unpacker {
                                -1, 11, -1, 3, -1, 10, -1, 2, -1, 9, -1, 1, -1, 8, -1, 0,    //
                                -1, 15, -1, 7, -1, 14, -1, 6, -1, 13, -1, 5, -1, 12, -1, 4,  //
                                -1, 11, -1, 3, -1, 10, -1, 2, -1, 9, -1, 1, -1, 8, -1, 0)),
+        bytes_a(pair_bytes(0)),
+        bytes_b(pair_bytes(2)),
         mask(_mm512_set1_epi32(0x00780078)),
         one(_mm512_set1_epi32(0x3f803f80)) {}
 
   // (v & mask) | one
   __m512i bf16(__m512i v) const { return _mm512_ternarylogic_epi32(v, mask, one, 0xea); }
 
-  // One 64-byte line (pairs p..p+3 of 16 rows) -> the 4 vdpbf16ps operands.
+  // One 64-byte line (pairs p..p+3 of 16 rows) -> the 4 vdpbf16ps operands. kPermb: one vpermb per
+  // half instead of vpermq + vpshufb (bytes 1 and 3 of each lane then hold copies, which the mask
+  // drops): 15-24% more lines per second at one activation row in L2, but 8% fewer at four rows, where
+  // vdpbf16ps issue is the bound (bench/RESULTS.md, session 7).
+  template <bool kPermb>
   void line(const uint8_t* src, __m512i out[4]) const {
     const __m512i raw = _mm512_loadu_si512(src);
-    const __m512i a = _mm512_shuffle_epi8(_mm512_permutexvar_epi64(idx_a, raw), spread);
-    const __m512i b = _mm512_shuffle_epi8(_mm512_permutexvar_epi64(idx_b, raw), spread);
+    __m512i a, b;
+    if constexpr (kPermb) {
+      a = _mm512_permutexvar_epi8(bytes_a, raw);
+      b = _mm512_permutexvar_epi8(bytes_b, raw);
+    } else {
+      a = _mm512_shuffle_epi8(_mm512_permutexvar_epi64(idx_a, raw), spread);
+      b = _mm512_shuffle_epi8(_mm512_permutexvar_epi64(idx_b, raw), spread);
+    }
     out[0] = bf16(_mm512_slli_epi16(a, 3));  // low nibbles: k 0 and 2
     out[1] = bf16(_mm512_srli_epi16(a, 1));  // high nibbles: k 1 and 3
     out[2] = bf16(_mm512_slli_epi16(b, 3));  // k 4 and 6
@@ -104,7 +126,7 @@ struct W4A16Bf16Kernel {
                          _MM_HINT_T0);
           }
           __m512i wv[4];
-          u.line(wq + b * block_bytes + l * 64, wv);
+          u.line<MR == 1>(wq + b * block_bytes + l * 64, wv);
           SPARK_UNROLL
           for (int i = 0; i < MR; ++i) {
             const uint32_t* xp = xb + i * c.ldx + l * 4;

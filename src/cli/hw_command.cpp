@@ -24,6 +24,7 @@ nlohmann::ordered_json report_json(const kernels::HardwareReport& r) {
                    {"avx512dq", f.avx512dq},
                    {"avx512_vnni", f.avx512_vnni},
                    {"avx512_bf16", f.avx512_bf16},
+                   {"avx512_vbmi", f.avx512_vbmi},
                    {"amx_tile", f.amx_tile},
                    {"amx_int8", f.amx_int8},
                    {"amx_bf16", f.amx_bf16}};

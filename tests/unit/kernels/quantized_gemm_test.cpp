@@ -111,7 +111,7 @@ struct W4A16Body {
 
 const W4A16Body kW4A16Bodies[] = {
     {"avx512bf16", gemm_w4a16_bf16_avx512,
-     [] { return cpu_supports(Isa::kAvx512) && cpu_features().avx512_bf16; }},
+     [] { return cpu_supports(Isa::kAvx512) && cpu_features().avx512_bf16 && cpu_features().avx512_vbmi; }},
     {"avx512", gemm_w4a16_avx512, [] { return cpu_supports(Isa::kAvx512); }},
     {"avx2", gemm_w4a16_avx2, [] { return cpu_supports(Isa::kAvx2); }},
 };
