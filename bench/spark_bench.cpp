@@ -64,9 +64,10 @@ struct BenchOptions {
   float top_p = 1.0f;
   int top_k = 0;
   float min_p = 0.0f;
-  std::string json_schema;    // a schema file: each --concurrency run also constrained by it
-  std::string tokenizer_dir;  // tokenizer.json for the constraint (default: -m's folder)
-  std::string schema_texts;   // write the constrained runs' texts here (JSON lines)
+  std::string json_schema;             // a schema file: each --concurrency run also constrained by it
+  std::string tokenizer_dir;           // tokenizer.json for the constraint (default: -m's folder)
+  std::string schema_texts;            // write the constrained runs' texts here (JSON lines)
+  std::string kv_cache_dtype = "f32";  // K/V element type of every KV pool and engine the bench makes
 };
 
 // " T=1 top_p=0.95" and the like: how a --concurrency row sampled, beside its test name.
@@ -232,7 +233,7 @@ SharedPrefixRow run_shared_prefix(const BenchOptions& o, const std::shared_ptr<S
   row.threads = threads;
   row.sessions = sessions;
   // Room for every session at once plus the cache's blocks (full and sliding) of all of them.
-  KvPagePool probe(cfg, 16, 0);
+  KvPagePool probe(cfg, 16, 0, false, parse_kv_cache_dtype(o.kv_cache_dtype));
   const int64_t tokens = o.shared_prefix + o.session_tokens + 16;
   const int64_t blocks = (tokens + 15) / 16;
   const int64_t pages = (sessions + 1) * (probe.ring_pages() + blocks * (1 + probe.slide_pages_per_block()));
@@ -244,6 +245,7 @@ SharedPrefixRow run_shared_prefix(const BenchOptions& o, const std::shared_ptr<S
     eo.max_num_seqs = std::max(64, sessions + 1);
     eo.max_queued_requests = std::max(256, sessions + 1);
     eo.kv_cache_memory_bytes = pages * probe.page_bytes();
+    eo.kv_cache_dtype = o.kv_cache_dtype;
     Engine engine(model, eo);
     const auto prefix = random_tokens(o.shared_prefix, cfg.vocab_size, rng);
     auto session = [&] {
@@ -299,7 +301,7 @@ OwnTokensRow run_own_tokens(const BenchOptions& o, const std::shared_ptr<SparkMo
   const ModelConfig& cfg = model->config();
   constexpr int64_t kChunk = 512;  // EngineOptions::max_num_batched_tokens
   constexpr int kInner = 3;
-  KvPagePool kv_pool(cfg, 16, 0);
+  KvPagePool kv_pool(cfg, 16, 0, false, parse_kv_cache_dtype(o.kv_cache_dtype));
   const int64_t bs = kv_pool.block_size();
   std::vector<float> logits;
   // Capture pages for every block positions [from, to) touch, as Engine's prepare_capture gives them.
@@ -532,7 +534,8 @@ int run(const BenchOptions& o) {
       model = std::make_shared<SparkModel>(checkpoint, mo, quant_pool);
     }
     const std::string format = kernels::weight_format_name(model->weight_format());
-    const std::string kernel_path = std::string(kernels::isa_name(kernels::active_isa())) + " " + format;
+    const std::string kernel_path = std::string(kernels::isa_name(kernels::active_isa())) + " " + format +
+                                    (o.kv_cache_dtype == "f32" ? "" : ", KV " + o.kv_cache_dtype);
     progress("weights " + format + ": " + std::to_string(model->weight_bytes() >> 20) + " MiB");
     for (int threads : o.threads) {
       ThreadPool pool(threads);
@@ -544,7 +547,7 @@ int run(const BenchOptions& o) {
       base.rss_anon_settled_bytes = settled;
       base.rss_anon_peak_bytes = peak.load();
       base.commit = SPARK_GIT_COMMIT;
-      KvPagePool kv_pool(cfg, 16, 0);
+      KvPagePool kv_pool(cfg, 16, 0, false, parse_kv_cache_dtype(o.kv_cache_dtype));
       std::vector<float> logits;
       if (o.n_prompt > 0) {
         BenchRow row = base;
@@ -588,9 +591,10 @@ int run(const BenchOptions& o) {
         // a few percent of the depth).
         // The deep run uses a bounded pool as the engine does (one arena, huge pages where available).
         const int64_t deep_pages = (o.depth + static_cast<int64_t>(o.reps + 2) * o.n_gen) / 16 + 2 +
-                                   2 * KvPagePool(cfg, 16, 0).ring_pages() + o.n_gen / 16 + 2;
+                                   2 * kv_pool.ring_pages() + o.n_gen / 16 + 2;
         KvPagePool bounded_pool(cfg, 16,
-                                o.depth > 0 ? deep_pages * kv_pool.page_bytes() : kv_pool.page_bytes());
+                                o.depth > 0 ? deep_pages * kv_pool.page_bytes() : kv_pool.page_bytes(), false,
+                                kv_pool.dtype());
         KvPagePool& tg_pool = o.depth > 0 ? bounded_pool : kv_pool;
         SequenceKv deep(tg_pool);
         if (o.depth > 0) {
@@ -650,6 +654,7 @@ int run(const BenchOptions& o) {
         eo.enable_prefix_caching = false;  // random prompts: the cache would only cost ring copies
         const int64_t seq_pages = kv_pool.ring_pages() + (o.conc_prompt + o.conc_gen + 15) / 16 + 1;
         eo.kv_cache_memory_bytes = n * seq_pages * kv_pool.page_bytes();
+        eo.kv_cache_dtype = o.kv_cache_dtype;
         Engine engine(model, eo);
         const std::string name = "conc" + std::to_string(n) + sampling_label(o);
         auto once = [&](std::vector<std::vector<int32_t>> prompts, bool constrained, double& per_seq) {
@@ -785,6 +790,9 @@ int main(int argc, char** argv) {
          "short-context tgN")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "K/V element type: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   app.add_option("-r,--reps", o.reps, "Timed repetitions (one warm-up is added)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

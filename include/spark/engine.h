@@ -25,7 +25,10 @@ struct EngineOptions {
   int64_t kv_cache_memory_bytes = 0;  // exact KV budget; 0: kv_cache_fraction of available memory
   double kv_cache_fraction = 0.25;    // of MemAvailable at start-up, when no byte budget is given
   bool kv_cache_prefault = false;     // make the whole budget resident at start (else as pages are used)
-  int block_size = 16;                // positions per KV block (the prefix-cache granularity)
+  // K/V element type: "f32" or "bf16" (half the bytes per token: twice the tokens per budget, half the
+  // bytes a long context's decode step reads; K and V rounded to bf16 after RoPE).
+  std::string kv_cache_dtype = "f32";
+  int block_size = 16;  // positions per KV block (the prefix-cache granularity)
   bool enable_prefix_caching = true;
   int threads = 0;  // compute threads; 0: physical cores
   // Threads that run logits processors' prepare() (grammar masks) beside each step's forward pass;

@@ -11,14 +11,19 @@
 
 namespace spark::kernels {
 
+// How K and V rows are stored: f32, or bf16 (the upper half of an f32, round to nearest even when
+// stored), which halves the bytes a long context's decode step streams. The kernels widen bf16 rows to
+// f32 as they load them (a 16-bit shift), so the math is the same as on f32 rows holding those values.
+enum class KvDtype : uint8_t { kF32, kBf16 };
+
 // Consecutive key positions whose K and V rows are evenly strided in memory (a cache block, a run of
-// a ring, or the rows of the chunk being computed).
+// a ring, or the rows of the chunk being computed), elements of the task's kv_dtype.
 struct KvSpan {
-  int64_t pos = 0;           // position of the first row
-  int64_t count = 0;         // rows
-  const float* k = nullptr;  // KV head h of row i: k + i * stride + h * head_dim
-  const float* v = nullptr;
-  int64_t stride = 0;  // floats between consecutive rows
+  int64_t pos = 0;          // position of the first row
+  int64_t count = 0;        // rows
+  const void* k = nullptr;  // KV head h of row i: k + i * stride + h * head_dim (in elements)
+  const void* v = nullptr;
+  int64_t stride = 0;  // elements between consecutive rows
 };
 
 // One sequence's chunk: query row r sits at position first_pos + r and attends to the keys at positions
@@ -33,6 +38,7 @@ struct AttentionTask {
   int64_t first_pos = 0;
   int64_t window = 0;
   std::span<const KvSpan> kv;
+  KvDtype kv_dtype = KvDtype::kF32;  // of every span in kv
 };
 
 struct AttentionShape {

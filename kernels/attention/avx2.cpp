@@ -11,9 +11,14 @@ struct V256 {
   using R = __m256;
   static constexpr int L = 8;
   static constexpr int kRegs = 16;  // vector registers (register blocking)
-  static void prefetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1); }
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
   static R zero() { return _mm256_setzero_ps(); }
   static R load(const float* p) { return _mm256_loadu_ps(p); }
+  // 8 bf16 values widened to f32: each into the upper half of a 32-bit lane.
+  static R load(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
   static void store(float* p, R x) { _mm256_storeu_ps(p, x); }
   static R set1(float x) { return _mm256_set1_ps(x); }
   static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }

@@ -11,9 +11,14 @@ struct V512 {
   using R = __m512;
   static constexpr int L = 16;
   static constexpr int kRegs = 32;  // vector registers (register blocking)
-  static void prefetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1); }
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
   static R zero() { return _mm512_setzero_ps(); }
   static R load(const float* p) { return _mm512_loadu_ps(p); }
+  // 16 bf16 values widened to f32: each into the upper half of a 32-bit lane.
+  static R load(const uint16_t* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
   static void store(float* p, R x) { _mm512_storeu_ps(p, x); }
   static R set1(float x) { return _mm512_set1_ps(x); }
   static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }

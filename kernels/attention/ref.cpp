@@ -5,6 +5,7 @@
 
 #include "attention/attention.h"
 #include "spark/error.h"
+#include "util/half.h"
 
 namespace spark::kernels {
 
@@ -12,6 +13,12 @@ void attention_ref(const AttentionShape& shape, const AttentionTask& task) {
   const int hd = shape.head_dim;
   const int group = shape.num_heads / shape.num_kv_heads;
   std::vector<double> scores, acc(static_cast<size_t>(hd));
+  // Element i of a K or V row, widened from bf16 when the cache stores that.
+  const bool bf16 = task.kv_dtype == KvDtype::kBf16;
+  const auto at = [bf16](const void* row, int64_t i) -> double {
+    return bf16 ? bf16_to_f32(static_cast<const uint16_t*>(row)[i]) : static_cast<const float*>(row)[i];
+  };
+  const int64_t esize = bf16 ? 2 : 4;
   for (int64_t r = 0; r < task.rows; ++r) {
     const int64_t pos = task.first_pos + r;
     const int64_t lo = task.window > 0 ? std::max<int64_t>(0, pos - task.window + 1) : 0;
@@ -30,15 +37,15 @@ void attention_ref(const AttentionShape& shape, const AttentionTask& task) {
             if (kp < lo || kp > pos) continue;
             double& sc = scores[static_cast<size_t>(kp - lo)];
             if (pass == 0) {
-              const float* k = s.k + i * s.stride + kv_off;
+              const void* k = static_cast<const char*>(s.k) + (i * s.stride + kv_off) * esize;
               double d = 0.0;
-              for (int j = 0; j < hd; ++j) d += static_cast<double>(q[j]) * k[j];
+              for (int j = 0; j < hd; ++j) d += static_cast<double>(q[j]) * at(k, j);
               sc = d * shape.scale;
               max_score = std::max(max_score, sc);
             } else {
-              const float* v = s.v + i * s.stride + kv_off;
+              const void* v = static_cast<const char*>(s.v) + (i * s.stride + kv_off) * esize;
               sc = std::exp(sc - max_score);
-              for (int j = 0; j < hd; ++j) acc[static_cast<size_t>(j)] += sc * v[j];
+              for (int j = 0; j < hd; ++j) acc[static_cast<size_t>(j)] += sc * at(v, j);
             }
             ++seen;
           }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "util/half.h"
 
 namespace spark::kernels::attention_tile {
 
@@ -44,9 +45,17 @@ inline int64_t row_lo(const AttentionTask& t, int64_t pos) {
   return t.window > 0 ? std::max<int64_t>(0, pos - t.window + 1) : 0;
 }
 
+// K/V rows hold E = float or uint16_t (bf16); a scalar element as f32 (V::load widens a vector of them).
+inline float widen(float x) {
+  return x;
+}
+inline float widen(uint16_t x) {
+  return bf16_to_f32(x);
+}
+
 // acc[k][v] over QV query vectors and KU keys: St[key][q] = sum_d Qt[d][q] * K[key][d], in d order.
-template <class V, int QV, int KU>
-inline void scores_kernel(const float* qt, int64_t nqp, int hd, const float* const* kp, float* st) {
+template <class V, int QV, int KU, class E>
+inline void scores_kernel(const float* qt, int64_t nqp, int hd, const E* const* kp, float* st) {
   typename V::R acc[KU][QV];
   for (int u = 0; u < KU; ++u) {
     for (int v = 0; v < QV; ++v) acc[u][v] = V::zero();
@@ -55,7 +64,7 @@ inline void scores_kernel(const float* qt, int64_t nqp, int hd, const float* con
     typename V::R qv[QV];
     for (int v = 0; v < QV; ++v) qv[v] = V::load(qt + d * nqp + v * V::L);
     for (int u = 0; u < KU; ++u) {
-      const typename V::R kb = V::set1(kp[u][d]);
+      const typename V::R kb = V::set1(widen(kp[u][d]));
       for (int v = 0; v < QV; ++v) acc[u][v] = V::fma(qv[v], kb, acc[u][v]);
     }
   }
@@ -68,8 +77,8 @@ inline void scores_kernel(const float* qt, int64_t nqp, int hd, const float* con
 // x 4 vectors (24 accumulators, 4 query vectors, 1 broadcast); with 16 (AVX2) the smaller blocks. The
 // blocking does not change any sum (each score is one FMA chain over d in order), only how often the
 // transposed queries are reloaded.
-template <class V, int QV>
-inline void scores_group(const float* qt, int64_t nqp, int hd, const float* const* kp, int64_t n, float* st) {
+template <class V, int QV, class E>
+inline void scores_group(const float* qt, int64_t nqp, int hd, const E* const* kp, int64_t n, float* st) {
   constexpr int KU = V::kRegs >= 32 ? (QV >= 4 ? 6 : QV == 3 ? 7 : 8) : (QV <= 2 ? 8 : 4);
   int64_t j = 0;
   for (; j + KU <= n; j += KU) scores_kernel<V, QV, KU>(qt, nqp, hd, kp + j, st + j * nqp);
@@ -85,8 +94,8 @@ inline void scores_group(const float* qt, int64_t nqp, int hd, const float* cons
 // x NQ queries so each K vector load feeds NQ FMAs and 2 * NK * NQ chains hide the FMA latency; while a
 // block is scored, the next block's K and V rows are prefetched (`next_k` / `next_v`, `next_n` of them):
 // a decode step streams its KV once from memory and is bound by that read. Lanes nq .. nqp-1 get 0.
-template <class V, int NK, int NQ>
-inline void dot_kernel(const float* qr, int hd, const float* const* kp, float* st, int64_t nqp) {
+template <class V, int NK, int NQ, class E>
+inline void dot_kernel(const float* qr, int hd, const E* const* kp, float* st, int64_t nqp) {
   typename V::R a0[NK][NQ], a1[NK][NQ];
   for (int u = 0; u < NK; ++u) {
     for (int q = 0; q < NQ; ++q) a0[u][q] = a1[u][q] = V::zero();
@@ -112,25 +121,25 @@ inline void dot_kernel(const float* qr, int hd, const float* const* kp, float* s
   }
 }
 
-template <class V>
-inline void prefetch_rows(const float* k, const float* v, int hd) {
-  for (int d = 0; d < hd; d += 64 / static_cast<int>(sizeof(float))) {
+template <class V, class E>
+inline void prefetch_rows(const E* k, const E* v, int hd) {
+  for (int d = 0; d < hd; d += 64 / static_cast<int>(sizeof(E))) {
     V::prefetch(k + d);
     V::prefetch(v + d);
   }
 }
 
-template <class V, int NK>
-inline void dot_keys(const float* qr, int nq, int hd, const float* const* kp, float* st, int64_t nqp) {
+template <class V, int NK, class E>
+inline void dot_keys(const float* qr, int nq, int hd, const E* const* kp, float* st, int64_t nqp) {
   int q = 0;
   for (; q + 4 <= nq; q += 4) dot_kernel<V, NK, 4>(qr + q * hd, hd, kp, st + q, nqp);
   for (; q + 2 <= nq; q += 2) dot_kernel<V, NK, 2>(qr + q * hd, hd, kp, st + q, nqp);
   for (; q < nq; ++q) dot_kernel<V, NK, 1>(qr + q * hd, hd, kp, st + q, nqp);
 }
 
-template <class V>
-inline void scores_dot(const float* qr, int nq, int hd, const float* const* kp, int64_t n, float* st,
-                       int64_t nqp, const float* const* next_k, const float* const* next_v, int64_t next_n) {
+template <class V, class E>
+inline void scores_dot(const float* qr, int nq, int hd, const E* const* kp, int64_t n, float* st, int64_t nqp,
+                       const E* const* next_k, const E* const* next_v, int64_t next_n) {
   constexpr int NK = V::kRegs >= 32 ? 2 : 1;
   int64_t j = 0;
   for (; j + NK <= n; j += NK) {
@@ -145,9 +154,9 @@ inline void scores_dot(const float* qr, int nq, int hd, const float* const* kp, 
 }
 
 // O[q][d0 .. d0 + DV*L) = O * alpha[q] + sum_j P[j][q] * V[j][voff..], for NQ queries at once.
-template <class V, int DV, int NQ>
+template <class V, int DV, int NQ, class E>
 inline void values_kernel(float* o, int hd, const float* alpha, const float* st, int64_t nqp, int q0,
-                          const float* const* vp, int64_t n, int d0, int voff) {
+                          const E* const* vp, int64_t n, int d0, int voff) {
   typename V::R acc[NQ][DV];
   for (int a = 0; a < NQ; ++a) {
     const typename V::R s = V::set1(alpha[q0 + a]);
@@ -172,32 +181,37 @@ inline void values_kernel(float* o, int hd, const float* alpha, const float* st,
 // each DV*L-wide column slice of the block is first copied into one contiguous buffer: cache rows are
 // 2 KiB apart (every KV head of a position), so the same slice of 64 rows falls into a few L1 sets and
 // would be evicted between the passes.
-template <class V, int DV>
+template <class V, int DV, class E>
+inline void values_queries(float* o, int hd, const float* alpha, const float* st, int64_t nqp, int nq,
+                           const E* const* rows, int64_t n, int d0, int voff) {
+  int q = 0;
+  if constexpr (V::kRegs >= 32 && DV <= 4) {
+    for (; q + 6 <= nq; q += 6) values_kernel<V, DV, 6>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
+    for (; q + 4 <= nq; q += 4) values_kernel<V, DV, 4>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
+  }
+  for (; q + 2 <= nq; q += 2) values_kernel<V, DV, 2>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
+  for (; q < nq; ++q) values_kernel<V, DV, 1>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
+}
+
+template <class V, int DV, class E>
 inline void values_all(float* o, int hd, const float* alpha, const float* st, int64_t nqp, int nq,
-                       const float* const* vp, int64_t n, float* pack, const float** pack_rows) {
+                       const E* const* vp, int64_t n, float* pack, const float** pack_rows) {
   constexpr int kW = DV * V::L;
   for (int d0 = 0; d0 < hd; d0 += kW) {
-    const float* const* rows = vp;
-    int voff = d0;
     if (pack != nullptr) {
+      // The packed slice holds f32 (bf16 rows are widened once here, not once per query group).
       for (int64_t j = 0; j < n; ++j) {
         for (int v = 0; v < DV; ++v) V::store(pack + j * kW + v * V::L, V::load(vp[j] + d0 + v * V::L));
         pack_rows[j] = pack + j * kW;
       }
-      rows = pack_rows;
-      voff = 0;
+      values_queries<V, DV>(o, hd, alpha, st, nqp, nq, pack_rows, n, d0, 0);
+    } else {
+      values_queries<V, DV>(o, hd, alpha, st, nqp, nq, vp, n, d0, d0);
     }
-    int q = 0;
-    if constexpr (V::kRegs >= 32 && DV <= 4) {
-      for (; q + 6 <= nq; q += 6) values_kernel<V, DV, 6>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
-      for (; q + 4 <= nq; q += 4) values_kernel<V, DV, 4>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
-    }
-    for (; q + 2 <= nq; q += 2) values_kernel<V, DV, 2>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
-    for (; q < nq; ++q) values_kernel<V, DV, 1>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
   }
 }
 
-template <class V>
+template <class V, class E>
 void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, float* partials) {
   const int hd = sh.head_dim;
   const int group = sh.num_heads / sh.num_kv_heads;
@@ -207,7 +221,8 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
   const int64_t kv_off = static_cast<int64_t>(it.kv_head) * hd;
 
   thread_local std::vector<float> qt, qr, st, o, m, l, alpha;
-  thread_local std::vector<const float*> kp, vp, vrows;
+  thread_local std::vector<const E*> kp, vp;
+  thread_local std::vector<const float*> vrows;
   thread_local std::vector<float> vpack;
   if (t.rows > 1) qt.assign(static_cast<size_t>(hd * nqp), 0.0f);
   st.resize(static_cast<size_t>(kKb * nqp));
@@ -250,18 +265,18 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
   const int64_t all_lo = row_lo(t, last_pos), all_hi = first_pos;
   size_t span = 0;
   // Rows of keys [ks, ke] into kd / vd; blocks are gathered in rising order.
-  const auto gather = [&](int64_t ks, int64_t ke, const float** kd, const float** vd) {
+  const auto gather = [&](int64_t ks, int64_t ke, const E** kd, const E** vd) {
     for (int64_t p = ks; p <= ke; ++p) {
       while (p >= t.kv[span].pos + t.kv[span].count) ++span;
       const KvSpan& s = t.kv[span];
-      kd[p - ks] = s.k + (p - s.pos) * s.stride + kv_off;
-      vd[p - ks] = s.v + (p - s.pos) * s.stride + kv_off;
+      kd[p - ks] = static_cast<const E*>(s.k) + (p - s.pos) * s.stride + kv_off;
+      vd[p - ks] = static_cast<const E*>(s.v) + (p - s.pos) * s.stride + kv_off;
     }
   };
-  const float** ck = kp.data();
-  const float** cv = vp.data();
-  const float** nk = kp.data() + kKb;
-  const float** nv = vp.data() + kKb;
+  const E** ck = kp.data();
+  const E** cv = vp.data();
+  const E** nk = kp.data() + kKb;
+  const E** nv = vp.data() + kKb;
   const int64_t b0 = key_lo / kKb * kKb;
   float* pk = dot_form ? nullptr : vpack.data();
   const float** pk_rows = dot_form ? nullptr : vrows.data();
@@ -396,8 +411,14 @@ void run(const AttentionShape& sh, std::span<const AttentionTask> tasks, ThreadP
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.keys > b.keys; });
   const std::vector<Item>& list = items;
   float* part_data = partials.data();
-  pool.run(list.size(),
-           [&](size_t i) { run_item<V>(sh, tasks[static_cast<size_t>(list[i].task)], list[i], part_data); });
+  pool.run(list.size(), [&](size_t i) {
+    const AttentionTask& t = tasks[static_cast<size_t>(list[i].task)];
+    if (t.kv_dtype == KvDtype::kBf16) {
+      run_item<V, uint16_t>(sh, t, list[i], part_data);
+    } else {
+      run_item<V, float>(sh, t, list[i], part_data);
+    }
+  });
   if (merges.empty()) return;
   // Split rows: combine the parts in position order (the same order whatever ran where).
   const std::vector<Merge>& ml = merges;

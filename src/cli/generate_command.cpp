@@ -34,6 +34,7 @@ struct GenerateOptions {
   std::string dump_dir;
   std::string quant = "none";
   std::string priority = "speed";
+  std::string kv_cache_dtype = "f32";
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -91,7 +92,7 @@ int run_generate(const GenerateOptions& o) {
                 " new tokens exceeds max_model_len " + std::to_string(max_len));
   }
 
-  KvPagePool kv_pool(cfg, 16, 0);
+  KvPagePool kv_pool(cfg, 16, 0, false, parse_kv_cache_dtype(o.kv_cache_dtype));
   PrefixCache cache(kv_pool);
   auto kv = std::make_unique<SequenceKv>(kv_pool);
   const int64_t bs = kv_pool.block_size();
@@ -220,6 +221,8 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--quant", opts->quant,
                   "Weight format: none (as stored), auto, f32, bf16, f16, int8, w4a8, w4a16");
   cmd->add_option("--priority", opts->priority, "For --quant auto: speed or fidelity");
+  cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, "K/V element type: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_option("--dump-activations", opts->dump_dir, "Write every named intermediate to .npy files here");
   cmd->callback([opts, &exit_code] { exit_code = run_generate(*opts); });
 }

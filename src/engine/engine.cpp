@@ -123,7 +123,8 @@ class Engine::Impl {
         pool_(options.threads > 0 ? options.threads : ThreadPool::default_threads()),
         masks_(options.mask_threads > 0 ? options.mask_threads : std::max(1, pool_.size() / 2)),
         kv_budget_(resolve_kv_budget(options)),
-        kv_pool_(model_->config(), options.block_size, kv_budget_, options.kv_cache_prefault),
+        kv_pool_(model_->config(), options.block_size, kv_budget_, options.kv_cache_prefault,
+                 parse_kv_cache_dtype(options.kv_cache_dtype)),
         cache_(kv_pool_) {
     if (opt_.max_num_seqs < 1) throw Error("--max-num-seqs must be >= 1");
     if (opt_.max_num_batched_tokens < 1) throw Error("--max-num-batched-tokens must be >= 1");
@@ -135,15 +136,14 @@ class Engine::Impl {
     const int64_t seq_pages =
         kv_pool_.ring_pages() + (model_->max_model_len() + opt_.block_size - 1) / opt_.block_size;
     spdlog::info(
-        "KV cache: budget {} bytes -> {} pages of {} bytes ({} reserved, {}); full layers: {} x {} bytes per "
-        "token; "
-        "sliding layers: {} x {} bytes per token, ring of {} per sequence ({} pages); fits {} tokens of "
-        "full-layer "
-        "KV or {} sequences of max_model_len {}",
-        kv_budget_, kv_pool_.max_pages(), kv_pool_.page_bytes(), kv_pool_.bytes_allocated(),
-        opt_.kv_cache_prefault ? "resident now" : "resident as used", c.num_full_layers(), per_token,
-        c.num_sliding_layers(), per_token, kv_pool_.ring_capacity(), kv_pool_.ring_pages(),
-        kv_pool_.max_pages() * opt_.block_size, kv_pool_.max_pages() / seq_pages, model_->max_model_len());
+        "KV cache ({}): budget {} bytes -> {} pages of {} bytes ({} reserved, {}); full layers: {} x {} "
+        "bytes per token; sliding layers: {} x {} bytes per token, ring of {} per sequence ({} pages); fits "
+        "{} tokens of full-layer KV or {} sequences of max_model_len {}",
+        kv_cache_dtype_name(kv_pool_.dtype()), kv_budget_, kv_pool_.max_pages(), kv_pool_.page_bytes(),
+        kv_pool_.bytes_allocated(), opt_.kv_cache_prefault ? "resident now" : "resident as used",
+        c.num_full_layers(), per_token, c.num_sliding_layers(), per_token, kv_pool_.ring_capacity(),
+        kv_pool_.ring_pages(), kv_pool_.max_pages() * opt_.block_size, kv_pool_.max_pages() / seq_pages,
+        model_->max_model_len());
     publish_stats();
     thread_ = std::thread([this] { loop(); });
   }

@@ -11,17 +11,29 @@
 
 namespace spark {
 
-KvPagePool::KvPagePool(const ModelConfig& config, int block_size, int64_t budget_bytes, bool prefault)
+KvDtype parse_kv_cache_dtype(const std::string& name) {
+  if (name == "f32") return KvDtype::kF32;
+  if (name == "bf16") return KvDtype::kBf16;
+  throw Error("--kv-cache-dtype must be f32 or bf16, not '" + name + "'");
+}
+
+const char* kv_cache_dtype_name(KvDtype dtype) {
+  return dtype == KvDtype::kBf16 ? "bf16" : "f32";
+}
+
+KvPagePool::KvPagePool(const ModelConfig& config, int block_size, int64_t budget_bytes, bool prefault,
+                       KvDtype dtype)
     : block_size_(block_size),
       kv_dim_(config.kv_dim()),
       num_full_layers_(config.num_full_layers()),
       num_sliding_layers_(config.num_sliding_layers()),
-      ring_capacity_(config.sliding_window - 1) {
+      ring_capacity_(config.sliding_window - 1),
+      dtype_(dtype) {
   if (block_size <= 0) throw Error("KV block size must be positive");
   // A page is one block of the full layers; a model without full layers still pages its rings.
-  page_floats_ = 2 * static_cast<int64_t>(std::max(1, num_full_layers_)) * block_size * kv_dim_;
-  const int64_t ring_floats = 2 * static_cast<int64_t>(num_sliding_layers_) * ring_capacity_ * kv_dim_;
-  ring_pages_ = static_cast<int>((ring_floats + page_floats_ - 1) / page_floats_);
+  page_elements_ = 2 * static_cast<int64_t>(std::max(1, num_full_layers_)) * block_size * kv_dim_;
+  const int64_t ring_elements = 2 * static_cast<int64_t>(num_sliding_layers_) * ring_capacity_ * kv_dim_;
+  ring_pages_ = static_cast<int>((ring_elements + page_elements_ - 1) / page_elements_);
   // A sliding block puts max(1, full layers) sliding layers in each page, in the full-layer layout.
   const int per_page = std::max(1, num_full_layers_);
   slide_pages_per_block_ = (num_sliding_layers_ + per_page - 1) / per_page;
@@ -39,13 +51,13 @@ KvPagePool::KvPagePool(const ModelConfig& config, int block_size, int64_t budget
       throw Error("cannot reserve a KV cache of " + std::to_string(arena_bytes_) +
                   " bytes: " + std::strerror(errno));
     }
-    arena_ = static_cast<float*>(mem);
+    arena_ = static_cast<char*>(mem);
     // Decode attention streams every full-layer block of a long context per token; with 4 KiB pages that
     // is a TLB miss every two head rows. Huge pages where the kernel allows them (advice only: failure
     // or THP "never" leave 4 KiB pages).
     ::madvise(mem, arena_bytes_, MADV_HUGEPAGE);
     if (prefault) std::memset(arena_, 0, arena_bytes_);
-    for (int64_t p = 0; p < max_pages_; ++p) pages_.push_back(arena_ + p * page_floats_);
+    for (int64_t p = 0; p < max_pages_; ++p) pages_.push_back(arena_ + p * page_bytes());
     refs_.assign(pages_.size(), 0);
     cached_.assign(pages_.size(), 0);
     for (int64_t p = max_pages_ - 1; p >= 0; --p) free_list_.push_back(static_cast<int>(p));
@@ -59,8 +71,8 @@ KvPagePool::~KvPagePool() {
 int KvPagePool::allocate() {
   if (free_list_.empty()) {
     if (bounded()) return -1;
-    chunks_.emplace_back(new float[static_cast<size_t>(page_floats_)]);
-    pages_.push_back(chunks_.back().get());
+    chunks_.emplace_back(new float[static_cast<size_t>((page_bytes() + 3) / 4)]);
+    pages_.push_back(reinterpret_cast<char*>(chunks_.back().get()));
     refs_.push_back(0);
     cached_.push_back(0);
     free_list_.push_back(static_cast<int>(pages_.size() - 1));
@@ -90,12 +102,12 @@ void KvPagePool::set_cached(int page, bool cached) {
   c = cached ? 1 : 0;
 }
 
-float* KvPagePool::slide_entry(const int* pages, int sliding_layer, int64_t pos, int kv) {
+void* KvPagePool::slide_entry(const int* pages, int sliding_layer, int64_t pos, int kv) {
   const int per_page = std::max(1, num_full_layers_);
-  float* page = this->page(pages[sliding_layer / per_page]);
-  return page +
-         ((static_cast<int64_t>(sliding_layer % per_page) * 2 + kv) * block_size_ + pos % block_size_) *
-             kv_dim_;
+  return element(
+      pages[sliding_layer / per_page],
+      ((static_cast<int64_t>(sliding_layer % per_page) * 2 + kv) * block_size_ + pos % block_size_) *
+          kv_dim_);
 }
 
 SequenceKv::SequenceKv(KvPagePool& pool) : pool_(pool) {}
@@ -180,7 +192,7 @@ bool SequenceKv::adopt_prefix(const std::vector<int>& blocks, const std::vector<
       for (int l = 0; l < pool_.num_sliding_layers(); ++l) {
         for (int kv = 0; kv < 2; ++kv) {
           std::memcpy(ring_entry(l, pos, kv), pool_.slide_entry(pages, l, pos, kv),
-                      static_cast<size_t>(pool_.kv_dim()) * sizeof(float));
+                      static_cast<size_t>(pool_.kv_dim()) * static_cast<size_t>(pool_.element_bytes()));
         }
       }
     }
@@ -200,7 +212,7 @@ std::vector<int> SequenceKv::take_capture(int64_t block) {
   return std::exchange(capture_[static_cast<size_t>(block)], {});
 }
 
-float* SequenceKv::capture_entry(int sliding_layer, int64_t pos, int kv) {
+void* SequenceKv::capture_entry(int sliding_layer, int64_t pos, int kv) {
   const int64_t block = pos / pool_.block_size();
   if (!capturing(block)) return nullptr;
   return pool_.slide_entry(capture_[static_cast<size_t>(block)].data(), sliding_layer, pos, kv);
@@ -218,18 +230,18 @@ int64_t SequenceKv::ring_bytes() const {
          pool_.bytes_per_token_per_layer();
 }
 
-float* SequenceKv::full_entry(int full_layer, int64_t pos, int kv) {
+void* SequenceKv::full_entry(int full_layer, int64_t pos, int kv) {
   const int bs = pool_.block_size();
-  float* page = pool_.page(blocks_[static_cast<size_t>(pos / bs)]);
-  return page + ((static_cast<int64_t>(full_layer) * 2 + kv) * bs + pos % bs) * pool_.kv_dim();
+  return pool_.element(blocks_[static_cast<size_t>(pos / bs)],
+                       ((static_cast<int64_t>(full_layer) * 2 + kv) * bs + pos % bs) * pool_.kv_dim());
 }
 
-float* SequenceKv::ring_entry(int sliding_layer, int64_t pos, int kv) {
+void* SequenceKv::ring_entry(int sliding_layer, int64_t pos, int kv) {
   // Entry index in the ring's virtual layout [sliding layer][K, V][window - 1], spread over pages.
   const int64_t cap = pool_.ring_capacity();
   const int64_t entry = (static_cast<int64_t>(sliding_layer) * 2 + kv) * cap + pos % cap;
-  const int64_t per_page = pool_.page_floats() / pool_.kv_dim();
-  return pool_.page(ring_[static_cast<size_t>(entry / per_page)]) + (entry % per_page) * pool_.kv_dim();
+  const int64_t per_page = pool_.page_elements() / pool_.kv_dim();
+  return pool_.element(ring_[static_cast<size_t>(entry / per_page)], (entry % per_page) * pool_.kv_dim());
 }
 
 }  // namespace spark

@@ -10,15 +10,28 @@
 //    slide_pages_per_block() pages laid out like a full-layer block. The prefix cache keeps them so a new
 //    sequence can resume at any cached block boundary: a sequence being computed writes its sliding K/V
 //    into capture pages as well as its ring (see docs/prefix-cache.md).
+// Elements are f32 or bf16 (--kv-cache-dtype): bf16 pages hold the same positions in half the bytes, so
+// a byte budget holds twice the tokens; entries are returned untyped, elements of dtype().
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "attention/attention.h"
 #include "spark/model_config.h"
 
 namespace spark {
+
+using kernels::KvDtype;
+
+// "f32" or "bf16" (the --kv-cache-dtype values); throws on anything else.
+KvDtype parse_kv_cache_dtype(const std::string& name);
+const char* kv_cache_dtype_name(KvDtype dtype);
+inline int kv_dtype_bytes(KvDtype dtype) {
+  return dtype == KvDtype::kBf16 ? 2 : 4;
+}
 
 class KvPagePool {
  public:
@@ -28,7 +41,8 @@ class KvPagePool {
   // most recently freed page is handed out first, so residency follows the high-water mark of use);
   // `prefault` touches it all up front instead (no page faults under load, the budget resident from the
   // start).
-  KvPagePool(const ModelConfig& config, int block_size, int64_t budget_bytes, bool prefault = false);
+  KvPagePool(const ModelConfig& config, int block_size, int64_t budget_bytes, bool prefault = false,
+             KvDtype dtype = KvDtype::kF32);
   ~KvPagePool();
   KvPagePool(const KvPagePool&) = delete;
   KvPagePool& operator=(const KvPagePool&) = delete;
@@ -38,16 +52,19 @@ class KvPagePool {
   int num_full_layers() const { return num_full_layers_; }
   int num_sliding_layers() const { return num_sliding_layers_; }
   int ring_capacity() const { return ring_capacity_; }
-  int64_t page_floats() const { return page_floats_; }
-  int64_t page_bytes() const { return page_floats_ * static_cast<int64_t>(sizeof(float)); }
+  KvDtype dtype() const { return dtype_; }
+  int element_bytes() const { return kv_dtype_bytes(dtype_); }
+  // Elements (of dtype()) in a page.
+  int64_t page_elements() const { return page_elements_; }
+  int64_t page_bytes() const { return page_elements_ * element_bytes(); }
   // Pages one sequence's sliding rings occupy.
   int ring_pages() const { return ring_pages_; }
   // Bytes of KV per position for one full layer, and per ring entry for one sliding layer (K + V).
-  int64_t bytes_per_token_per_layer() const { return 2 * static_cast<int64_t>(kv_dim_) * sizeof(float); }
+  int64_t bytes_per_token_per_layer() const { return 2 * static_cast<int64_t>(kv_dim_) * element_bytes(); }
   // Pages of one sliding block (0 for a model without sliding layers), and the K (kv 0) or V (kv 1) entry
   // of `pos` for a sliding layer inside such a block given its pages.
   int slide_pages_per_block() const { return slide_pages_per_block_; }
-  float* slide_entry(const int* pages, int sliding_layer, int64_t pos, int kv);
+  void* slide_entry(const int* pages, int sliding_layer, int64_t pos, int kv);
 
   bool bounded() const { return max_pages_ > 0; }
   int64_t max_pages() const { return max_pages_; }
@@ -70,7 +87,9 @@ class KvPagePool {
   // The cache unmarks a page before releasing its reference.
   void set_cached(int page, bool cached);
   int64_t cached_sole_pages() const { return cached_sole_; }
-  float* page(int id) { return pages_[static_cast<size_t>(id)]; }
+  void* page(int id) { return pages_[static_cast<size_t>(id)]; }
+  // Element `index` of page `id`.
+  void* element(int id, int64_t index) { return pages_[static_cast<size_t>(id)] + index * element_bytes(); }
 
  private:
   int block_size_;
@@ -78,15 +97,16 @@ class KvPagePool {
   int num_full_layers_;
   int num_sliding_layers_;
   int ring_capacity_;
-  int64_t page_floats_;
+  KvDtype dtype_;
+  int64_t page_elements_;
   int ring_pages_;
   int slide_pages_per_block_;
   int64_t max_pages_ = 0;
   int64_t in_use_ = 0;
-  float* arena_ = nullptr;  // bounded pools: one anonymous mapping of arena_bytes_
+  char* arena_ = nullptr;  // bounded pools: one anonymous mapping of arena_bytes_
   size_t arena_bytes_ = 0;
-  std::vector<std::unique_ptr<float[]>> chunks_;  // unbounded pools: one allocation per page
-  std::vector<float*> pages_;
+  std::vector<std::unique_ptr<float[]>> chunks_;  // unbounded pools: one allocation per page (f32-aligned)
+  std::vector<char*> pages_;
   std::vector<int> refs_;
   std::vector<uint8_t> cached_;
   int64_t cached_sole_ = 0;
@@ -128,14 +148,15 @@ class SequenceKv {
   }
   std::vector<int> take_capture(int64_t block);
   // The capture entry of `pos` for a sliding layer, or nullptr when its block is not being captured.
-  float* capture_keys(int sliding_layer, int64_t pos) { return capture_entry(sliding_layer, pos, 0); }
-  float* capture_values(int sliding_layer, int64_t pos) { return capture_entry(sliding_layer, pos, 1); }
+  // Entries are kv_dim elements of the pool's dtype().
+  void* capture_keys(int sliding_layer, int64_t pos) { return capture_entry(sliding_layer, pos, 0); }
+  void* capture_values(int sliding_layer, int64_t pos) { return capture_entry(sliding_layer, pos, 1); }
 
   int ring_capacity() const { return pool_.ring_capacity(); }
-  float* full_keys(int full_layer, int64_t pos) { return full_entry(full_layer, pos, 0); }
-  float* full_values(int full_layer, int64_t pos) { return full_entry(full_layer, pos, 1); }
-  float* ring_keys(int sliding_layer, int64_t pos) { return ring_entry(sliding_layer, pos, 0); }
-  float* ring_values(int sliding_layer, int64_t pos) { return ring_entry(sliding_layer, pos, 1); }
+  void* full_keys(int full_layer, int64_t pos) { return full_entry(full_layer, pos, 0); }
+  void* full_values(int full_layer, int64_t pos) { return full_entry(full_layer, pos, 1); }
+  void* ring_keys(int sliding_layer, int64_t pos) { return ring_entry(sliding_layer, pos, 0); }
+  void* ring_values(int sliding_layer, int64_t pos) { return ring_entry(sliding_layer, pos, 1); }
 
   const std::vector<int>& blocks() const { return blocks_; }
   const std::vector<int>& ring() const { return ring_; }
@@ -146,9 +167,9 @@ class SequenceKv {
   int64_t ring_bytes_reserved() const { return static_cast<int64_t>(ring_.size()) * pool_.page_bytes(); }
 
  private:
-  float* full_entry(int full_layer, int64_t pos, int kv);
-  float* ring_entry(int sliding_layer, int64_t pos, int kv);
-  float* capture_entry(int sliding_layer, int64_t pos, int kv);
+  void* full_entry(int full_layer, int64_t pos, int kv);
+  void* ring_entry(int sliding_layer, int64_t pos, int kv);
+  void* capture_entry(int sliding_layer, int64_t pos, int kv);
   bool ensure_ring();
 
   KvPagePool& pool_;

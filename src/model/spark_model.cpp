@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 
@@ -9,6 +10,7 @@
 #include "attention/attention.h"
 #include "gemm/path_report.h"
 #include "spark/error.h"
+#include "util/half.h"
 
 namespace spark {
 
@@ -215,25 +217,42 @@ void SparkModel::store_kv(const Layer& layer, std::span<const SequenceChunk> chu
     const bool sliding = layer.type == LayerType::kSliding;
     // The ring takes only the chunk's last window-1 positions; a prefix-cache capture takes them all.
     const int64_t ring_first = sliding ? std::max<int64_t>(0, ch.num_tokens - ch.kv->ring_capacity()) : 0;
+    // f32: the K and V floats of the step's qkv row; bf16: the rounded copy made by round_kv.
+    const bool bf16 = ch.kv->pool().dtype() == KvDtype::kBf16;
+    const auto put = [&](int64_t i, int kv, void* dst) {
+      const int64_t r = chunk_begin_[c] + i;
+      if (bf16) {
+        std::memcpy(dst, kv16_.data() + (r * 2 + kv) * kv_dim, static_cast<size_t>(kv_dim) * sizeof(uint16_t));
+      } else {
+        const float* src = qkv_.data() + r * qkv_dim + q_dim + kv * kv_dim;
+        std::copy(src, src + kv_dim, static_cast<float*>(dst));
+      }
+    };
     for (int64_t i = 0; i < ch.num_tokens; ++i) {
-      const float* row = qkv_.data() + (chunk_begin_[c] + i) * qkv_dim;
       const int64_t pos = start + i;
       if (sliding) {
-        if (float* ck = ch.kv->capture_keys(layer.type_index, pos)) {
-          std::copy(row + q_dim, row + q_dim + kv_dim, ck);
-          std::copy(row + q_dim + kv_dim, row + q_dim + 2 * kv_dim,
-                    ch.kv->capture_values(layer.type_index, pos));
+        if (void* ck = ch.kv->capture_keys(layer.type_index, pos)) {
+          put(i, 0, ck);
+          put(i, 1, ch.kv->capture_values(layer.type_index, pos));
         }
         if (i < ring_first) continue;
       }
-      float* k = layer.type == LayerType::kFull ? ch.kv->full_keys(layer.type_index, pos)
-                                                : ch.kv->ring_keys(layer.type_index, pos);
-      float* v = layer.type == LayerType::kFull ? ch.kv->full_values(layer.type_index, pos)
-                                                : ch.kv->ring_values(layer.type_index, pos);
-      std::copy(row + q_dim, row + q_dim + kv_dim, k);
-      std::copy(row + q_dim + kv_dim, row + q_dim + 2 * kv_dim, v);
+      put(i, 0, sliding ? ch.kv->ring_keys(layer.type_index, pos) : ch.kv->full_keys(layer.type_index, pos));
+      put(i, 1, sliding ? ch.kv->ring_values(layer.type_index, pos) : ch.kv->full_values(layer.type_index, pos));
     }
   }
+}
+
+void SparkModel::round_kv(int64_t total, ThreadPool& pool) {
+  const int q_dim = config_.q_dim(), kv_dim = config_.kv_dim(), qkv_dim = config_.qkv_dim();
+  kv16_.resize(static_cast<size_t>(total * 2 * kv_dim));
+  pool.parallel_for(static_cast<size_t>(total), 16, [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r) {
+      const float* src = qkv_.data() + static_cast<int64_t>(r) * qkv_dim + q_dim;
+      uint16_t* dst = kv16_.data() + static_cast<int64_t>(r) * 2 * kv_dim;
+      for (int i = 0; i < 2 * kv_dim; ++i) dst[i] = f32_to_bf16(src[i]);
+    }
+  });
 }
 
 void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> chunks, ThreadPool& pool) {
@@ -249,6 +268,11 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
   for (size_t c = 0; c < chunks.size(); ++c) {
     const SequenceChunk& ch = chunks[c];
     const int64_t start = ch.kv->num_tokens();
+    const bool bf16 = ch.kv->pool().dtype() == KvDtype::kBf16;
+    const int64_t row_bytes = static_cast<int64_t>(kv_dim) * ch.kv->pool().element_bytes();
+    const auto after = [row_bytes](const void* row, int64_t n) {
+      return static_cast<const char*>(row) + n * row_bytes;
+    };
     const int64_t lo = sliding ? std::max<int64_t>(0, start - window + 1) : 0;
     first_span_.push_back(spans_.size());
     for (int64_t p = lo; p < start;) {
@@ -261,15 +285,20 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
       // A full layer's block holds its positions contiguously; ring runs are found entry by entry.
       const int64_t bs = ch.kv->pool().block_size();
       kernels::KvSpan s{p, sliding ? 1 : std::min(bs - p % bs, start - p), k_at(p), v_at(p), kv_dim};
-      while (p + s.count < start && k_at(p + s.count) == s.k + s.count * kv_dim &&
-             v_at(p + s.count) == s.v + s.count * kv_dim) {
+      while (p + s.count < start && k_at(p + s.count) == after(s.k, s.count) &&
+             v_at(p + s.count) == after(s.v, s.count)) {
         ++s.count;
       }
       spans_.push_back(s);
       p += s.count;
     }
-    const float* own = qkv_.data() + chunk_begin_[c] * qkv_dim + q_dim;
-    spans_.push_back({start, ch.num_tokens, own, own + kv_dim, qkv_dim});
+    if (bf16) {
+      const uint16_t* own = kv16_.data() + chunk_begin_[c] * 2 * kv_dim;
+      spans_.push_back({start, ch.num_tokens, own, own + kv_dim, 2 * kv_dim});
+    } else {
+      const float* own = qkv_.data() + chunk_begin_[c] * qkv_dim + q_dim;
+      spans_.push_back({start, ch.num_tokens, own, own + kv_dim, qkv_dim});
+    }
   }
   attn_tasks_.clear();
   for (size_t c = 0; c < chunks.size(); ++c) {
@@ -284,6 +313,7 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
     t.first_pos = ch.kv->num_tokens();
     t.window = window;
     t.kv = std::span<const kernels::KvSpan>(spans_.data() + first_span_[c], end - first_span_[c]);
+    t.kv_dtype = ch.kv->pool().dtype();
     attn_tasks_.push_back(t);
   }
   const kernels::AttentionShape shape{n_heads, config_.num_kv_heads, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
@@ -333,6 +363,8 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
     total += ch.num_tokens;
     logit_rows += ch.logits == LogitsMode::kAll ? ch.num_tokens : ch.logits == LogitsMode::kLast ? 1 : 0;
   }
+  bool any_bf16 = false;
+  for (const SequenceChunk& ch : chunks) any_bf16 |= ch.kv->pool().dtype() == KvDtype::kBf16;
   x_.resize(static_cast<size_t>(total * hidden));
   h_.resize(x_.size());
   qkv_.resize(static_cast<size_t>(total * qkv_dim));
@@ -373,6 +405,7 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
       }
     });
     tap("qkv_rope", li, qkv_.data(), total, qkv_dim);
+    if (any_bf16) round_kv(total, pool);
 
     // Full layers read every key from the blocks, so this chunk's keys go in first; sliding layers
     // read this chunk's keys from qkv_ and must not overwrite ring entries still being attended to.

@@ -270,6 +270,10 @@ std::function<int()> add_serve_options(CLI::App& app) {
   app.add_option("--kv-cache-fraction", o->engine.kv_cache_fraction,
                  "KV cache budget as a fraction of available memory (when no byte budget is given)")
       ->capture_default_str();
+  app.add_option("--kv-cache-dtype", o->engine.kv_cache_dtype,
+                 "K/V element type: f32 or bf16 (half the bytes: twice the tokens per budget)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   app.add_flag("--kv-cache-prefault", o->engine.kv_cache_prefault,
                "Make the whole KV budget resident at start-up (default: it becomes resident as it is used)");
   app.add_flag("!--no-enable-prefix-caching", o->engine.enable_prefix_caching, "Disable the prefix cache");

@@ -46,6 +46,13 @@ def gelu_erf(x):
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
 
+def round_bf16(x):
+    """x rounded to bfloat16 (nearest, ties to even) by way of float32, as the engine's bf16 KV cache stores K/V."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(F64)
+
+
 def softmax(scores):
     scores = scores - scores.max(axis=-1, keepdims=True)
     e = np.exp(scores)
@@ -70,7 +77,12 @@ class LayerSpec:
 
 
 class Model:
-    def __init__(self, config, tensors):
+    def __init__(self, config, tensors, kv_dtype="f32"):
+        """kv_dtype "bf16": K (after RoPE) and V are rounded to bfloat16 before attention reads them, as the
+        engine's --kv-cache-dtype bf16 stores them; everything else stays float64."""
+        if kv_dtype not in ("f32", "bf16"):
+            raise ValueError(f"kv_dtype {kv_dtype!r}: f32 or bf16")
+        self.kv_dtype = kv_dtype
         self.config = c = config
         if c.get("model_type") not in ("spark2_5", "spark3"):
             raise ValueError(f"model_type {c.get('model_type')!r} is not spark2_5")
@@ -120,9 +132,9 @@ class Model:
             })
 
     @classmethod
-    def load(cls, folder):
+    def load(cls, folder, kv_dtype="f32"):
         config, tensors = load_checkpoint(folder)
-        return cls(config, tensors)
+        return cls(config, tensors, kv_dtype)
 
     def _tensor(self, name, shape):
         if name not in self.tensors:
@@ -172,6 +184,8 @@ class Model:
         k = self._rope(qkv[:, q_dim:q_dim + kv_dim].reshape(T, self.kv_heads, D), spec)
         v = qkv[:, q_dim + kv_dim:].reshape(T, self.kv_heads, D)
         record("qkv_rope", np.concatenate([q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)], axis=1))
+        if self.kv_dtype == "bf16":
+            k, v = round_bf16(k), round_bf16(v)
 
         visible = self._visible(T, spec)
         group = H // self.kv_heads
@@ -259,11 +273,13 @@ def main(argv=None):
     ap.add_argument("--top", type=int, default=5, help="top logits to print per step")
     ap.add_argument("--logits-out", help="write float32 [P + n - 1, vocab] logits here (.npy)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--kv-cache-dtype", choices=("f32", "bf16"), default="f32",
+                    help="bf16: round K (after RoPE) and V to bfloat16, as the engine's bf16 KV cache does")
     args = ap.parse_args(argv)
 
     try:
         prompt = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
-        model = Model.load(args.model)
+        model = Model.load(args.model, args.kv_cache_dtype)
         generated, logits = model.greedy(prompt, args.max_tokens)
     except (ValueError, OSError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)

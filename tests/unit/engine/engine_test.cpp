@@ -354,6 +354,51 @@ TEST_F(EngineTest, RequestsThatCanNeverFitAreRejectedAtOnce) {
   EXPECT_EQ(collect(*engine.submit(greedy(random_tokens(50, 17), 4))).tokens.size(), 4u);
 }
 
+// --kv-cache-dtype bf16: pages of half the bytes, so the same exact budget holds twice the pages (stats
+// and /metrics say so), and prefix-cache reuse gives what each request gives alone with bf16 KV.
+TEST_F(EngineTest, Bf16KvHoldsTwiceThePagesAndPrefixReuseKeepsResults) {
+  EngineOptions o = options(64, true);
+  o.kv_cache_dtype = "bf16";
+  {
+    Engine engine(*model_, o);
+    const EngineStats s = engine.stats();
+    EXPECT_EQ(s.kv_page_bytes, page_bytes() / 2);
+    EXPECT_EQ(s.kv_pages_total, 128);
+    EXPECT_EQ(s.kv_bytes_allocated, 64 * page_bytes());
+  }
+  const auto head = random_tokens(90, 8);
+  std::vector<std::vector<int32_t>> shared;
+  for (uint32_t i = 0; i < 4; ++i) {
+    auto q = head;
+    const auto own = random_tokens(5 + 7 * i, 30 + i);
+    q.insert(q.end(), own.begin(), own.end());
+    shared.push_back(q);
+  }
+  std::vector<Result> alone, cached;
+  {
+    EngineOptions a = options(4096, false);
+    a.kv_cache_dtype = "bf16";
+    Engine engine(*model_, a);
+    for (const auto& p : shared) alone.push_back(collect(*engine.submit(greedy(p, 12))));
+  }
+  o = options(4096, true);
+  o.kv_cache_dtype = "bf16";
+  Engine engine(*model_, o);
+  collect(*engine.submit(greedy(head, 4)));
+  for (const auto& p : shared) cached.push_back(collect(*engine.submit(greedy(p, 12))));
+  expect_same(cached, alone);
+  EXPECT_GE(engine.stats().prefix_cache_hit_tokens, 4 * 80);
+  // And bf16 KV is really in use: against f32 KV the log-probabilities move (a little).
+  const auto f32 = run_alone(shared, 12);
+  float moved = 0.0f;
+  for (size_t i = 0; i < f32.size(); ++i) {
+    for (size_t j = 0; j < std::min(f32[i].logprobs.size(), alone[i].logprobs.size()); ++j) {
+      moved = std::max(moved, std::fabs(f32[i].logprobs[j] - alone[i].logprobs[j]));
+    }
+  }
+  EXPECT_GT(moved, 0.0f);
+}
+
 TEST_F(EngineTest, KvBudgetIsExactAndResident) {
   const int64_t mib = 1024 * 1024;
   auto measure = [&](int64_t budget) {

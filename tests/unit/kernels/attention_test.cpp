@@ -1,7 +1,8 @@
 // Attention kernels of every instruction-set tier against the scalar reference, on keys laid out as the
 // KV cache lays them out: paged blocks in scattered pages, a sliding ring that wraps, and the chunk's own
 // rows inside wider qkv rows. Shapes cover group sizes 1 to 8, head sizes the AVX-512 body does not take
-// (AVX2 only), decode (1 row) and prefill (rows across tiles and key blocks), windows and their edges.
+// (AVX2 only), decode (1 row) and prefill (rows across tiles and key blocks), windows and their edges;
+// K/V stored as f32 and as bf16.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "attention/attention.h"
 #include "attention/attention_isa.h"
 #include "kernel_test_util.h"
+#include "util/half.h"
 
 namespace spark::kernels {
 
@@ -25,6 +27,7 @@ enum class Layout { kBlocks, kRing };
 // own in qkv-like rows), and the queries of the chunk's rows.
 struct Sequence {
   std::vector<float> cache, own, q, out;
+  std::vector<uint16_t> cache16, own16;  // bf16: the K/V the spans point at
   std::vector<KvSpan> spans;
   AttentionTask task;
 };
@@ -33,8 +36,19 @@ struct Shape {
   int heads, kv_heads, head_dim;
 };
 
+// Re-points a span laid out over f32 `from` at the same elements of the bf16 copy `to`.
+const void* same_element(const void* p, const std::vector<float>& from, const std::vector<uint16_t>& to) {
+  return to.data() + (static_cast<const float*>(p) - from.data());
+}
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16(v[i]);
+  return out;
+}
+
 Sequence make_sequence(const Shape& sh, Layout layout, int64_t start, int64_t rows, int64_t window,
-                       float q_sigma, std::mt19937& rng) {
+                       float q_sigma, std::mt19937& rng, KvDtype dtype = KvDtype::kF32) {
   const int kv_dim = sh.kv_heads * sh.head_dim, q_dim = sh.heads * sh.head_dim;
   const int64_t qkv_dim = q_dim + 2 * kv_dim + 3;  // wider than K + V, as the model's qkv rows are
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -81,6 +95,17 @@ Sequence make_sequence(const Shape& sh, Layout layout, int64_t start, int64_t ro
   s.task.rows = rows;
   s.task.first_pos = start;
   s.task.window = window;
+  if (dtype == KvDtype::kBf16) {
+    // The same K/V rounded to bf16, in the same layout (the own rows keep their qkv stride).
+    s.cache16 = to_bf16(s.cache);
+    s.own16 = to_bf16(s.own);
+    for (KvSpan& sp : s.spans) {
+      const bool own = sp.pos == start;
+      sp.k = own ? same_element(sp.k, s.own, s.own16) : same_element(sp.k, s.cache, s.cache16);
+      sp.v = own ? same_element(sp.v, s.own, s.own16) : same_element(sp.v, s.cache, s.cache16);
+    }
+    s.task.kv_dtype = KvDtype::kBf16;
+  }
   s.task.kv = s.spans;
   return s;
 }
@@ -132,7 +157,10 @@ float tolerance(const Case& c) {
   return c.q_sigma > 1.0f ? 3e-5f : 5e-6f;
 }
 
-void check_against_reference(AttentionFn fn, bool (*supports)(int), const char* label) {
+// bf16 K/V: the kernels widen them exactly, so against the reference on the same bf16 values the error is
+// that of the f32 path, and the same tolerance holds.
+void check_against_reference(AttentionFn fn, bool (*supports)(int), const char* label,
+                             KvDtype dtype = KvDtype::kF32) {
   std::mt19937 rng(4321);
   ThreadPool pool(3);
   int checked = 0;
@@ -140,8 +168,9 @@ void check_against_reference(AttentionFn fn, bool (*supports)(int), const char* 
     if (!supports(c.shape.head_dim)) continue;
     SCOPED_TRACE(std::string(label) + ": " + describe(c));
     // Two sequences in one call, as the model batches a step's chunks.
-    Sequence a = make_sequence(c.shape, c.layout, c.start, c.rows, c.window, c.q_sigma, rng);
-    Sequence b = make_sequence(c.shape, c.layout, c.start / 2 + 1, c.rows / 2 + 1, c.window, c.q_sigma, rng);
+    Sequence a = make_sequence(c.shape, c.layout, c.start, c.rows, c.window, c.q_sigma, rng, dtype);
+    Sequence b =
+        make_sequence(c.shape, c.layout, c.start / 2 + 1, c.rows / 2 + 1, c.window, c.q_sigma, rng, dtype);
     const AttentionShape shape{c.shape.heads, c.shape.kv_heads, c.shape.head_dim,
                                1.0f / std::sqrt(static_cast<float>(c.shape.head_dim))};
     const AttentionTask tasks[] = {a.task, b.task};
@@ -178,6 +207,48 @@ TEST(Attention, Avx512MatchesReference) {
   check_against_reference(attention_avx512, attention_avx512_supports, "avx512");
 }
 
+TEST(Attention, Bf16DispatchMatchesReference) {
+  check_against_reference(attention, any_head_dim, "dispatch bf16", KvDtype::kBf16);
+}
+
+TEST(Attention, Bf16Avx2MatchesReference) {
+  SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx2);
+  check_against_reference(attention_avx2, attention_avx2_supports, "avx2 bf16", KvDtype::kBf16);
+}
+
+TEST(Attention, Bf16Avx512MatchesReference) {
+  SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx512);
+  check_against_reference(attention_avx512, attention_avx512_supports, "avx512 bf16", KvDtype::kBf16);
+}
+
+// The reference reads bf16 rows as the values they hold: on K/V that are exactly bf16 values its output
+// equals (bit for bit) its output on the same values stored as f32, and on K/V that are not, the bf16
+// output differs (the rounding happened, at the size bf16's 8-bit mantissa implies).
+TEST(Attention, Bf16ReferenceReadsTheRoundedValues) {
+  std::mt19937 rng(7);
+  const Shape sh{8, 2, 64};
+  const AttentionShape shape{sh.heads, sh.kv_heads, sh.head_dim, 0.125f};
+  Sequence f = make_sequence(sh, Layout::kBlocks, 100, 3, 0, 1.0f, rng);
+  std::mt19937 rng2(7);
+  Sequence b = make_sequence(sh, Layout::kBlocks, 100, 3, 0, 1.0f, rng2, KvDtype::kBf16);
+  attention_ref(shape, f.task);
+  attention_ref(shape, b.task);
+  float worst = 0.0f;
+  for (size_t i = 0; i < f.out.size(); ++i) worst = std::max(worst, std::fabs(f.out[i] - b.out[i]));
+  EXPECT_GT(worst, 1e-4f);
+  EXPECT_LT(worst, 5e-2f);
+  // Now round the f32 copy to bf16 values: the two must agree exactly.
+  for (float& x : f.cache) x = bf16_to_f32(f32_to_bf16(x));
+  for (size_t r = 0; r < 3; ++r) {
+    for (int i = sh.heads * sh.head_dim; i < static_cast<int>(f.task.q_stride); ++i) {
+      float& x = f.own[r * static_cast<size_t>(f.task.q_stride) + static_cast<size_t>(i)];
+      x = bf16_to_f32(f32_to_bf16(x));
+    }
+  }
+  attention_ref(shape, f.task);
+  EXPECT_EQ(f.out, b.out);
+}
+
 // What the forward pass's chunking and prefix-cache tests rely on: a row's output is bit-identical
 // however the rows are cut into tasks (decode one by one, or one prefill) and however many threads run
 // them; and the AVX2 and AVX-512 bodies give the same bits.
@@ -186,10 +257,13 @@ TEST(Attention, RowsDoNotDependOnChunkingThreadsOrTier) {
   std::mt19937 rng(99);
   ThreadPool pool1(1), pool3(3);
   const Shape sh{8, 2, 64};
-  for (int64_t window : {int64_t{0}, int64_t{40}}) {
-    SCOPED_TRACE("window " + std::to_string(window));
+  for (int64_t window : {int64_t{0}, int64_t{40}, int64_t{-1}}) {
+    // window -1: full attention with bf16 K/V.
+    const KvDtype dtype = window < 0 ? KvDtype::kBf16 : KvDtype::kF32;
+    window = std::max<int64_t>(window, 0);
+    SCOPED_TRACE("window " + std::to_string(window) + (dtype == KvDtype::kBf16 ? " bf16" : ""));
     const Layout layout = window > 0 ? Layout::kRing : Layout::kBlocks;
-    Sequence s = make_sequence(sh, layout, 150, 90, window, 2.0f, rng);
+    Sequence s = make_sequence(sh, layout, 150, 90, window, 2.0f, rng, dtype);
     const AttentionShape shape{sh.heads, sh.kv_heads, sh.head_dim, 0.125f};
     const AttentionTask whole[] = {s.task};
     attention_avx2(shape, std::span<const AttentionTask>(whole), pool3);

@@ -8,6 +8,7 @@
 
 #include "model/synthetic_checkpoint.h"
 #include "spark/model_config.h"
+#include "util/half.h"
 #include "util/process_memory.h"
 
 namespace spark {
@@ -16,6 +17,20 @@ namespace {
 
 ModelConfig tiny_config() {
   return parse_model_config(builtin_config("tiny"), "tiny");
+}
+
+// Element 0 of an entry of a pool of `dtype`, written and read as the model does (bf16: rounded).
+void put(KvDtype dtype, void* entry, float x) {
+  if (dtype == KvDtype::kBf16) {
+    *static_cast<uint16_t*>(entry) = f32_to_bf16(x);
+  } else {
+    *static_cast<float*>(entry) = x;
+  }
+}
+
+float get(KvDtype dtype, const void* entry) {
+  return dtype == KvDtype::kBf16 ? bf16_to_f32(*static_cast<const uint16_t*>(entry))
+                                 : *static_cast<const float*>(entry);
 }
 
 }  // namespace
@@ -31,6 +46,36 @@ TEST(KvPagePool, BudgetIsHonouredToWithinOnePage) {
     EXPECT_LT(budget - pool.bytes_allocated(), page);
   }
   EXPECT_ANY_THROW(KvPagePool(cfg, 16, page - 1));
+}
+
+// bf16 K/V take 2 bytes an element: pages, per-token bytes and ring bytes are half the f32 ones, so the
+// same exact byte budget holds twice the pages (twice the tokens), still never above the budget.
+TEST(KvPagePool, Bf16PagesHoldTheSamePositionsInHalfTheBytes) {
+  ModelConfig cfg = tiny_config();
+  KvPagePool f32(cfg, 16, 0);
+  KvPagePool bf16(cfg, 16, 0, false, KvDtype::kBf16);
+  EXPECT_EQ(bf16.page_bytes(), 2 * cfg.num_full_layers() * 16 * cfg.kv_dim() * 2);
+  EXPECT_EQ(bf16.page_elements(), f32.page_elements());
+  EXPECT_EQ(bf16.bytes_per_token_per_layer(), 2 * cfg.kv_dim() * 2);
+  EXPECT_EQ(bf16.ring_pages(), f32.ring_pages());
+  for (int64_t budget : {f32.page_bytes(), 5 * f32.page_bytes() + 1, int64_t{8 * 1024 * 1024 + 12345}}) {
+    KvPagePool a(cfg, 16, budget);
+    KvPagePool b(cfg, 16, budget, false, KvDtype::kBf16);
+    EXPECT_EQ(b.max_pages(), budget / (f32.page_bytes() / 2));
+    EXPECT_GE(b.max_pages(), 2 * a.max_pages());
+    EXPECT_LE(b.bytes_allocated(), budget);
+    EXPECT_LT(budget - b.bytes_allocated(), b.page_bytes());
+  }
+  SequenceKv s(bf16);
+  ASSERT_TRUE(s.reserve(40));
+  EXPECT_EQ(s.ring_bytes(), cfg.num_sliding_layers() * (cfg.sliding_window - 1) * 2 * cfg.kv_dim() * 2);
+  // Entries are kv_dim bf16 elements apart, inside the page.
+  EXPECT_EQ(static_cast<char*>(s.full_keys(0, 1)) - static_cast<char*>(s.full_keys(0, 0)), cfg.kv_dim() * 2);
+  EXPECT_EQ(static_cast<char*>(s.full_values(0, 0)) - static_cast<char*>(s.full_keys(0, 0)),
+            16 * cfg.kv_dim() * 2);
+  EXPECT_EQ(parse_kv_cache_dtype("bf16"), KvDtype::kBf16);
+  EXPECT_EQ(parse_kv_cache_dtype("f32"), KvDtype::kF32);
+  EXPECT_ANY_THROW(parse_kv_cache_dtype("f16"));
 }
 
 // Resident memory follows use: nothing at construction, the pages written once they are written, never
@@ -119,9 +164,12 @@ TEST(SequenceKv, SlidingRingHoldsExactlyWindowMinusOneEntries) {
   EXPECT_NE(kv.ring_keys(1, 3), kv.ring_values(0, 3));
 }
 
-TEST(SequenceKv, AdoptedPrefixSharesBlocksAndFillsTheRingFromCapturedSlidingBlocks) {
+class AdoptPrefix : public ::testing::TestWithParam<KvDtype> {};
+
+TEST_P(AdoptPrefix, SharesBlocksAndFillsTheRingFromCapturedSlidingBlocks) {
   ModelConfig cfg = tiny_config();  // window 32: the ring holds 31 entries, spread over blocks 1 and 2
-  KvPagePool pool(cfg, 16, 0);
+  const KvDtype dt = GetParam();
+  KvPagePool pool(cfg, 16, 0, false, dt);
   EXPECT_EQ(pool.slide_pages_per_block(), 3);  // 6 sliding layers, 2 per page
   SequenceKv a(pool);
   ASSERT_TRUE(a.reserve(48));
@@ -135,11 +183,12 @@ TEST(SequenceKv, AdoptedPrefixSharesBlocksAndFillsTheRingFromCapturedSlidingBloc
   EXPECT_EQ(a.capture_keys(0, 48), nullptr);  // block 3 is not captured
   for (int64_t pos = 0; pos < 48; ++pos) {
     for (int l = 0; l < cfg.num_sliding_layers(); ++l) {
-      *a.capture_keys(l, pos) = static_cast<float>(1000 * l + pos);
-      *a.capture_values(l, pos) = static_cast<float>(-1000 * l - pos);
+      // Exact in bf16 too (8 significant bits): 40 * l + pos < 256.
+      put(dt, a.capture_keys(l, pos), static_cast<float>(40 * l + pos));
+      put(dt, a.capture_values(l, pos), static_cast<float>(-40 * l - pos));
     }
   }
-  *a.full_keys(1, 37) = 2.5f;
+  put(dt, a.full_keys(1, 37), 2.5f);
   a.advance(48);
   std::vector<const int*> slide;
   for (int b = 0; b < 3; ++b) {
@@ -154,12 +203,12 @@ TEST(SequenceKv, AdoptedPrefixSharesBlocksAndFillsTheRingFromCapturedSlidingBloc
     EXPECT_EQ(b.blocks()[static_cast<size_t>(i)], a.blocks()[static_cast<size_t>(i)]);  // shared, not copied
     EXPECT_EQ(pool.refcount(a.blocks()[static_cast<size_t>(i)]), 2);
   }
-  EXPECT_EQ(*b.full_keys(1, 37), 2.5f);
+  EXPECT_EQ(get(dt, b.full_keys(1, 37)), 2.5f);
   // The ring holds positions 17..47, the last window-1 before position 48, for every sliding layer.
   for (int64_t pos = 48 - (cfg.sliding_window - 1); pos < 48; ++pos) {
     for (int l = 0; l < cfg.num_sliding_layers(); ++l) {
-      EXPECT_EQ(*b.ring_keys(l, pos), static_cast<float>(1000 * l + pos));
-      EXPECT_EQ(*b.ring_values(l, pos), static_cast<float>(-1000 * l - pos));
+      EXPECT_EQ(get(dt, b.ring_keys(l, pos)), static_cast<float>(40 * l + pos));
+      EXPECT_EQ(get(dt, b.ring_values(l, pos)), static_cast<float>(-40 * l - pos));
     }
   }
   a.clear();
@@ -169,5 +218,10 @@ TEST(SequenceKv, AdoptedPrefixSharesBlocksAndFillsTheRingFromCapturedSlidingBloc
   }
   EXPECT_EQ(pool.pages_in_use(), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(KvDtypes, AdoptPrefix, ::testing::Values(KvDtype::kF32, KvDtype::kBf16),
+                         [](const ::testing::TestParamInfo<KvDtype>& i) {
+                           return std::string(kv_cache_dtype_name(i.param));
+                         });
 
 }  // namespace spark
