@@ -122,6 +122,41 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
   }
   trie_ = build_trie(bytes_, std::move(all));
   other_trie_ = build_trie(bytes_, std::move(other));
+  // Per node: whether its bytes are plain text on a character boundary (a path ending inside a character
+  // turns ill-formed with one more ASCII byte), and the plain-text tokens in depth-first order.
+  const size_t n = trie_.nodes.size();
+  plain_path_.assign(n, 0);
+  plain_before_.assign(n + 1, 0);
+  std::string path;
+  for (uint32_t i = 0; i < n; ++i) {
+    const Node& node = trie_.nodes[i];
+    if (i > 0) {
+      path.resize(node.depth - 1u);
+      path.push_back(static_cast<char>(node.byte));
+      const int32_t chars = count_plain_chars(path);
+      plain_path_[i] = chars >= 0 && count_plain_chars(path + "a") == chars + 1;
+    } else {
+      plain_path_[i] = 1;
+    }
+    for (uint32_t k = node.tokens_begin; k < node.tokens_end; ++k) {
+      if (plain_chars_[static_cast<size_t>(trie_.tokens[k])] >= 0) plain_dfs_.push_back(trie_.tokens[k]);
+    }
+    plain_before_[i + 1] = static_cast<uint32_t>(plain_dfs_.size());
+  }
+  full_to_other_.assign(n, kNoNode);
+  other_to_full_.assign(other_trie_.nodes.size(), 0);
+  for (uint32_t o = 1; o < other_trie_.nodes.size(); ++o) {
+    const Node& on = other_trie_.nodes[o];
+    const Node& parent = trie_.nodes[other_to_full_[on.parent]];
+    for (uint32_t e = parent.edges_begin; e < parent.edges_end; ++e) {
+      if (trie_.nodes[trie_.children[e]].byte == on.byte) {
+        other_to_full_[o] = trie_.children[e];
+        break;
+      }
+    }
+    full_to_other_[other_to_full_[o]] = o;
+  }
+  full_to_other_[0] = 0;
 }
 
 std::shared_ptr<const std::vector<uint64_t>> TokenVocab::plain_upto(int32_t chars) const {
@@ -229,6 +264,11 @@ struct CompiledGrammar::Walks {
   // frame's rule ended), or -1 when not computed yet.
   std::vector<int32_t> trans;
   std::vector<uint32_t> need;  // per configuration: fewest bytes to the grammar's end, UINT32_MAX unknown
+  // Per configuration: a head is in free text (a state with an unbounded plain_remaining) and no other head
+  // takes a byte that starts plain text, so a plain-text token is accepted, ends in that text, and never
+  // returns from the bottom rule.
+  std::vector<uint8_t> free_plain;
+  const Grammar* grammar = nullptr;
   std::vector<Head> heads, out;
   std::vector<Frame> frames;
   // Per real-stack configuration of one head: the tokens its state's return nodes allow (the replay and
@@ -278,7 +318,30 @@ struct CompiledGrammar::Walks {
     keys.push_back(std::move(key));
     trans.resize(trans.size() + classes, -1);
     need.push_back(UINT32_MAX);
+    free_plain.push_back(is_free_plain(keys.back()) ? 1 : 0);
     return id;
+  }
+
+  bool is_free_plain(const std::string& key) const {
+    std::vector<uint32_t> v(key.size() / sizeof(uint32_t));
+    std::memcpy(v.data(), key.data(), key.size());
+    bool free = false;
+    for (size_t i = 0; i < v.size(); i += 2 + v[i + 1]) {
+      const Grammar::State& st = grammar->states[v[i]];
+      if (st.plain_remaining == INT32_MAX) {
+        free = true;
+        continue;
+      }
+      for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) {
+        const Grammar::Edge& ed = grammar->edges[e];
+        // Bytes that start plain text: 0x20-0x7F but `"` and `\`, and UTF-8 lead bytes 0xC2-0xF4.
+        static constexpr uint8_t kStarts[4][2] = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}, {0xC2, 0xF4}};
+        for (const auto& r : kStarts) {
+          if (ed.lo <= r[1] && ed.hi >= r[0]) return false;
+        }
+      }
+    }
+    return free;
   }
 
   int32_t step(const Grammar& g, uint32_t cfg, uint8_t byte) {
@@ -320,6 +383,7 @@ struct CompiledGrammar::Walks {
     keys.clear();
     trans.clear();
     need.clear();
+    free_plain.clear();
     returns.clear();
     returns_tokens = 0;
   }
@@ -341,6 +405,20 @@ struct TrieWalker {
   std::vector<uint64_t>* end_bits = nullptr;
   // When set, the tokens allowed go there instead of into bits.
   std::vector<uint32_t>* list = nullptr;
+  // Set when v is the vocabulary's full trie: below a node reached in free text by plain-text bytes, the
+  // plain-text tokens come from the vocabulary's list and only the other tokens are walked (in its
+  // other_trie(), cd_nodes mapped back to the full trie).
+  const TokenVocab* vocab = nullptr;
+  const std::vector<uint32_t>* cd_map = nullptr;
+
+  void set_plain_below(uint32_t node) {
+    const std::span<const int32_t> ids = vocab->plain_below(node);
+    if (list) {
+      list->insert(list->end(), ids.begin(), ids.end());
+      return;
+    }
+    for (const int32_t id : ids) bits[static_cast<uint32_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+  }
 
   void set_tokens(uint32_t node) {
     if (!list) return set_tokens(node, bits);
@@ -365,18 +443,29 @@ struct TrieWalker {
       const auto next = static_cast<uint32_t>(t) >> 1;
       const bool bottom = (t & 1) != 0;
       bool cd_here = under_cd;
+      const bool free = next && vocab && w.free_plain[next - 1] && vocab->plain_path(c);
       if (cd_nodes) {
         if (bottom && !under_cd) {
-          cd_nodes->push_back(c);
+          cd_nodes->push_back(cd_map ? (*cd_map)[c] : c);
           cd_here = true;
         }
-        if (next) set_tokens(c);
+        if (next && !free) set_tokens(c);
         if (bottom && end_bits) {
           if (end_bits->empty()) end_bits->assign(bits.size(), 0);
           set_tokens(c, *end_bits);
         }
-      } else if (next || bottom) {
+      } else if ((next || bottom) && !free) {
         set_tokens(c);
+      }
+      if (free) {
+        set_plain_below(c);
+        const uint32_t o = vocab->other_node(c);
+        if (o != TokenVocab::kNoNode) {
+          TrieWalker rest{g,       vocab->other_trie(),    w, bits, cd_nodes, end_bits, list,
+                          nullptr, &vocab->other_to_full()};
+          rest.walk(o, next - 1, cd_here);
+        }
+        continue;
       }
       if (next) walk(c, next - 1, cd_here);
     }
@@ -394,6 +483,7 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVoc
     if (cut[b]) walks_->rep[walks_->classes++] = static_cast<uint8_t>(b);
     walks_->class_of[b] = static_cast<uint8_t>(walks_->classes - 1);
   }
+  walks_->grammar = &grammar_;
 }
 
 CompiledGrammar::~CompiledGrammar() = default;
@@ -488,7 +578,7 @@ const CompiledGrammar::StateMask& CompiledGrammar::state_mask_locked(uint32_t st
   TrieWalker w{grammar_,     m->other_trie ? vocab_->other_trie() : vocab_->trie(),
                *walks_,      m->bits,
                &m->cd_nodes, &m->end_bits,
-               nullptr};
+               nullptr,      m->other_trie ? nullptr : vocab_.get()};
   w.walk(0, cfg, false);
   m->bits_words = nonzero_words(m->bits);
   m->end_words = nonzero_words(m->end_bits);
@@ -536,7 +626,8 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
     std::vector<uint32_t>& tokens = slot->second;
     if (fresh) {
       const TokenTrie& v = sm.other_trie ? vocab_->other_trie() : vocab_->trie();
-      TrieWalker walker{grammar_, v, *walks_, bits, nullptr, nullptr, &tokens};
+      TrieWalker walker{grammar_, v,       *walks_, bits,
+                        nullptr,  nullptr, &tokens, sm.other_trie ? nullptr : vocab_.get()};
       for (uint32_t c : sm.cd_nodes) {
         path.clear();
         for (uint32_t n = c; n != 0; n = v.nodes[n].parent) path.push_back(v.nodes[n].byte);

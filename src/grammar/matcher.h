@@ -84,6 +84,19 @@ class TokenVocab {
   int32_t plain_chars(int32_t id) const { return plain_chars_[static_cast<size_t>(id)]; }
   // The trie of the tokens that are not plain text.
   const TokenTrie& other_trie() const { return other_trie_; }
+  // Whether the bytes down to a node of trie() are plain text ending on a character boundary: then a token
+  // below it is plain text exactly when the rest of its bytes are.
+  bool plain_path(uint32_t node) const { return plain_path_[node] != 0; }
+  // The plain-text tokens below a node of trie() (the node's own included).
+  std::span<const int32_t> plain_below(uint32_t node) const {
+    return {plain_dfs_.data() + plain_before_[node],
+            plain_dfs_.data() + plain_before_[trie_.nodes[node].subtree_end]};
+  }
+  // The node of other_trie() with the same bytes as a node of trie() (kNoNode when no token that is not
+  // plain text goes through it), and back.
+  static constexpr uint32_t kNoNode = UINT32_MAX;
+  uint32_t other_node(uint32_t node) const { return full_to_other_[node]; }
+  const std::vector<uint32_t>& other_to_full() const { return other_to_full_; }
   // The plain-text tokens of at most `chars` characters (shared, computed once per count).
   std::shared_ptr<const std::vector<uint64_t>> plain_upto(int32_t chars) const;
   // The fewest tokens whose bytes, in order, spell `text` exactly (empty when none can, or text is empty).
@@ -104,6 +117,10 @@ class TokenVocab {
   TokenTrie trie_, other_trie_;
   std::vector<int32_t> plain_chars_;
   int32_t max_plain_chars_ = 0;
+  std::vector<uint8_t> plain_path_;
+  std::vector<uint32_t> plain_before_;  // per trie() node: plain-text tokens at the nodes before it
+  std::vector<int32_t> plain_dfs_;      // plain-text tokens in trie() order
+  std::vector<uint32_t> full_to_other_, other_to_full_;
   int32_t byte_token_[256];
 };
 
