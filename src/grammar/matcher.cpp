@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <shared_mutex>
 
 #include "spark/error.h"
 
@@ -587,13 +588,48 @@ const CompiledGrammar::StateMask& CompiledGrammar::state_mask_locked(uint32_t st
 }
 
 const CompiledGrammar::StateMask& CompiledGrammar::state_mask(uint32_t state) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    auto it = masks_.find(state);
+    if (it != masks_.end()) return *it->second;  // never erased: the reference outlives the lock
+  }
+  std::unique_lock<std::shared_mutex> lock(mutex_);
   return state_mask_locked(state);
+}
+
+bool CompiledGrammar::fill_cached(const std::vector<Head>& heads, const std::vector<Frame>& frames,
+                                  std::vector<uint64_t>& bits) const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  std::vector<const StateMask*> ored, ended;
+  auto first = [](std::vector<const StateMask*>& seen, const StateMask* m) {
+    if (std::find(seen.begin(), seen.end(), m) != seen.end()) return false;
+    seen.push_back(m);
+    return true;
+  };
+  for (const Head& h : heads) {
+    auto it = masks_.find(h.state);
+    if (it == masks_.end()) return false;
+    const StateMask& sm = *it->second;
+    if (first(ored, &sm)) or_into(bits, sm.bits, sm.bits_words);
+    if (sm.cd_nodes.empty()) continue;
+    if (h.frame == 0) {
+      if (first(ended, &sm)) or_into(bits, sm.end_bits, sm.end_words);
+      continue;
+    }
+    auto id = walks_->ids.find(Walks::encode({h}, frames));
+    if (id == walks_->ids.end()) return false;
+    auto ret = walks_->returns.find(id->second);
+    if (ret == walks_->returns.end()) return false;
+    for (uint32_t t : ret->second) bits[t >> 6] |= uint64_t{1} << (t & 63);
+  }
+  return true;
 }
 
 void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Frame>& frames,
                            std::vector<uint64_t>& bits) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  // What the cached pass ORed in is a subset of the mask: the full pass below may OR it again.
+  if (fill_cached(heads, frames, bits)) return;
+  std::unique_lock<std::shared_mutex> lock(mutex_);
   constexpr size_t kMaxConfigurations = 200000;  // bounds the cache when stacks keep growing
   if (walks_->keys.size() > kMaxConfigurations) walks_->clear();
   if (walks_->returns_tokens > (size_t{1} << 23)) {  // 32 MiB of cached returns
@@ -652,7 +688,7 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
 size_t CompiledGrammar::keep_within(const std::vector<Head>& heads, const std::vector<Frame>& frames,
                                     std::vector<uint64_t>& bits, uint32_t bytes) const {
   const std::vector<uint32_t>& d = distances();
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::shared_mutex> lock(mutex_);
   constexpr size_t kMaxConfigurations = 200000;
   if (walks_->keys.size() > kMaxConfigurations) walks_->clear();
   const TokenVocab& v = *vocab_;
@@ -696,7 +732,11 @@ size_t CompiledGrammar::keep_within(const std::vector<Head>& heads, const std::v
 }
 
 const std::vector<uint32_t>& CompiledGrammar::distances() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    if (!distances_.empty()) return distances_;  // computed once, never changed after
+  }
+  std::unique_lock<std::shared_mutex> lock(mutex_);
   if (!distances_.empty()) return distances_;
   constexpr uint32_t kInf = UINT32_MAX / 4;
   const Grammar& g = grammar_;

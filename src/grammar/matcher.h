@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -143,8 +144,10 @@ class CompiledGrammar {
 
   using StateMask = grammar::StateMask;
   const StateMask& state_mask(uint32_t state) const;
-  // The tokens the heads allow next (ORed into bits, sized to the vocabulary), end tokens aside. Runs under
-  // the grammar's lock: its caches are shared by every matcher of the grammar.
+  // The tokens the heads allow next (ORed into bits, sized to the vocabulary), end tokens aside. The
+  // grammar's caches are shared by every matcher of the grammar: when they hold every head's masks (the
+  // usual step) it reads them under a shared lock, so matchers of one schema fill in parallel; a first
+  // visit computes under the exclusive lock.
   void fill(const std::vector<Head>& heads, const std::vector<Frame>& frames,
             std::vector<uint64_t>& bits) const;
   ~CompiledGrammar();
@@ -159,11 +162,15 @@ class CompiledGrammar {
  private:
   Grammar grammar_;
   std::shared_ptr<const TokenVocab> vocab_;
-  mutable std::mutex mutex_;
+  // Shared: lookups of the caches below; exclusive: anything that inserts into them (or clears them).
+  mutable std::shared_mutex mutex_;
   mutable std::unordered_map<uint32_t, std::shared_ptr<const StateMask>> masks_;
   mutable std::vector<uint32_t> distances_;
   mutable std::unique_ptr<Walks> walks_;
   const StateMask& state_mask_locked(uint32_t state) const;
+  // fill from the caches alone (under the shared lock); false when a mask or return walk is missing.
+  bool fill_cached(const std::vector<Head>& heads, const std::vector<Frame>& frames,
+                   std::vector<uint64_t>& bits) const;
 };
 
 class GrammarMatcher {

@@ -2,8 +2,10 @@
 // by random walks over the allowed tokens; ends, recursion and tokens that split UTF-8 characters.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "grammar/json_schema.h"
@@ -280,6 +282,62 @@ TEST(GrammarMatcher, MasksOfHeadsMetAgainEqualFreshOnes) {
       ASSERT_TRUE(a.accept_token(pick) && b.accept_token(pick) && c.accept_token(pick));
     }
   }
+}
+
+// Matchers of one schema fill their masks in parallel (the engine's mask threads): the compiled grammar's
+// caches are read under a shared lock and filled under an exclusive one. N threads replaying the same token
+// sequences on one fresh compiled grammar (first visits racing, then cached reads) must give exactly the
+// masks of a sequential run on another.
+TEST(GrammarMatcher, ConcurrentMasksOnOneGrammarEqualSequentialOnes) {
+  const auto vocab = test_vocab();
+  const std::string schema = R"({"type": "array", "items": {"type": "object", "properties": {
+      "name": {"type": "string"}, "v": {"type": "integer"}, "kids": {"type": "array", "items": {"type": "object",
+      "properties": {"x": {"type": "boolean"}}}}, "tag": {"type": "string", "maxLength": 4}}}})";
+  const auto reference = std::make_shared<const CompiledGrammar>(compile_json_schema(schema), vocab);
+  std::mt19937 rng(3);
+  std::vector<std::vector<int32_t>> walks;
+  std::vector<std::vector<std::vector<uint64_t>>> masks;
+  std::vector<uint64_t> bits;
+  for (int w = 0; w < 8; ++w) {
+    GrammarMatcher m(reference);
+    walks.emplace_back();
+    masks.emplace_back();
+    for (int step = 0; step < 40 && !m.ended(); ++step) {
+      m.fill_mask(bits);
+      masks.back().push_back(bits);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
+        if (bit(bits, id)) allowed.push_back(id);
+      }
+      ASSERT_FALSE(allowed.empty());
+      walks.back().push_back(allowed[rng() % allowed.size()]);
+      ASSERT_TRUE(m.accept_token(walks.back().back()));
+    }
+  }
+  const auto shared = std::make_shared<const CompiledGrammar>(compile_json_schema(schema), vocab);
+  constexpr int kThreads = 4;
+  std::atomic<int> mismatches{0}, ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();  // start together: first visits race
+      std::vector<uint64_t> mine;
+      for (int round = 0; round < 2; ++round) {
+        for (size_t k = 0; k < walks.size(); ++k) {
+          const size_t w = (k + static_cast<size_t>(t)) % walks.size();  // threads start on different walks
+          GrammarMatcher m(shared);
+          for (size_t step = 0; step < walks[w].size(); ++step) {
+            m.fill_mask(mine);
+            if (mine != masks[w][step]) mismatches.fetch_add(1);
+            if (!m.accept_token(walks[w][step])) mismatches.fetch_add(1);
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(GrammarMatcher, MaskOnRecursiveSchema) {
