@@ -188,8 +188,12 @@ TEST(GrammarMatcher, FreeTextKeyMasksFromPlainTokenLists) {
         plain_tokens += vocab->plain_chars(trie.tokens[i]) >= 0 ? 1 : 0;
     }
     EXPECT_EQ(vocab->plain_below(n).size(), plain_tokens) << path;
-    if (path == "n" || path == "\xC3\xA9") EXPECT_TRUE(vocab->plain_path(n)) << path;
-    if (path == "\xC3" || path == "\"" || path == "\xE2\x82") EXPECT_FALSE(vocab->plain_path(n)) << path;
+    if (path == "n" || path == "\xC3\xA9") {
+      EXPECT_TRUE(vocab->plain_path(n)) << path;
+    }
+    if (path == "\xC3" || path == "\"" || path == "\xE2\x82") {
+      EXPECT_FALSE(vocab->plain_path(n)) << path;
+    }
   }
   const std::string schema =
       R"({"type": "object", "properties": {"name": {"type": "string"}, "names": {"type": "integer"},
