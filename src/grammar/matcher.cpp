@@ -158,6 +158,13 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
     full_to_other_[other_to_full_[o]] = o;
   }
   full_to_other_[0] = 0;
+  plain_from_root_.assign((bytes_.size() + 63) / 64, 0);
+  for (uint32_t e = trie_.nodes[0].edges_begin; e < trie_.nodes[0].edges_end; ++e) {
+    const uint32_t c = trie_.children[e];
+    if (!plain_path(c)) continue;
+    for (const int32_t id : plain_below(c))
+      plain_from_root_[static_cast<uint32_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+  }
 }
 
 std::shared_ptr<const std::vector<uint64_t>> TokenVocab::plain_upto(int32_t chars) const {
@@ -270,6 +277,9 @@ struct CompiledGrammar::Walks {
   // returns from the bottom rule.
   std::vector<uint8_t> free_plain;
   const Grammar* grammar = nullptr;
+  // Scratch bits of a root walk: the plain-text tokens of the root's children that are not free text
+  // (all zero between walks).
+  std::vector<uint64_t> not_free;
   std::vector<Head> heads, out;
   std::vector<Frame> frames;
   // Per real-stack configuration of one head: the tokens its state's return nodes allow (the replay and
@@ -435,9 +445,41 @@ struct TrieWalker {
     }
   }
 
+  // At the root of the full trie, writing bits: when the plain-text tokens of the children that reach free
+  // text outnumber the others' by more than a mask's words, OR the vocabulary's plain_from_root() less the
+  // others' a word at a time instead of setting them one by one. True when done (the walk then skips them).
+  bool or_plain_from_root(uint32_t cfg) {
+    const auto& nodes = v.nodes;
+    size_t free_tokens = 0, other_tokens = 0;
+    for (uint32_t e = nodes[0].edges_begin; e < nodes[0].edges_end; ++e) {
+      const uint32_t c = v.children[e];
+      if (!vocab->plain_path(c)) continue;
+      const auto next = static_cast<uint32_t>(w.step(g, cfg, nodes[c].byte)) >> 1;
+      (next && w.free_plain[next - 1] ? free_tokens : other_tokens) += vocab->plain_below(c).size();
+    }
+    const std::vector<uint64_t>& all = vocab->plain_from_root();
+    if (free_tokens <= other_tokens + all.size()) return false;
+    std::vector<uint64_t>& skip = w.not_free;
+    if (skip.size() != all.size()) skip.assign(all.size(), 0);
+    for (uint32_t e = nodes[0].edges_begin; e < nodes[0].edges_end; ++e) {
+      const uint32_t c = v.children[e];
+      if (!vocab->plain_path(c)) continue;
+      const auto next = static_cast<uint32_t>(w.step(g, cfg, nodes[c].byte)) >> 1;
+      if (next && w.free_plain[next - 1]) continue;
+      for (const int32_t id : vocab->plain_below(c))
+        skip[static_cast<uint32_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    }
+    for (size_t i = 0; i < all.size(); ++i) {
+      bits[i] |= all[i] & ~skip[i];
+      skip[i] = 0;
+    }
+    return true;
+  }
+
   void walk(uint32_t node, uint32_t cfg, bool under_cd) {
     const auto& nodes = v.nodes;
     const auto& children = v.children;
+    const bool root_done = node == 0 && vocab && !list && or_plain_from_root(cfg);
     for (uint32_t e = nodes[node].edges_begin; e < nodes[node].edges_end; ++e) {
       const uint32_t c = children[e];
       const int32_t t = w.step(g, cfg, nodes[c].byte);
@@ -459,7 +501,7 @@ struct TrieWalker {
         set_tokens(c);
       }
       if (free) {
-        set_plain_below(c);
+        if (!root_done) set_plain_below(c);
         const uint32_t o = vocab->other_node(c);
         if (o != TokenVocab::kNoNode) {
           TrieWalker rest{g,       vocab->other_trie(),    w, bits, cd_nodes, end_bits, list,

@@ -98,6 +98,9 @@ class TokenVocab {
   static constexpr uint32_t kNoNode = UINT32_MAX;
   uint32_t other_node(uint32_t node) const { return full_to_other_[node]; }
   const std::vector<uint32_t>& other_to_full() const { return other_to_full_; }
+  // As bits, the plain-text tokens below the root's children whose byte is plain text on its own (an ASCII
+  // character): the union of their plain_below(), ORed a word at a time when most of them are free text.
+  const std::vector<uint64_t>& plain_from_root() const { return plain_from_root_; }
   // The plain-text tokens of at most `chars` characters (shared, computed once per count).
   std::shared_ptr<const std::vector<uint64_t>> plain_upto(int32_t chars) const;
   // The fewest tokens whose bytes, in order, spell `text` exactly (empty when none can, or text is empty).
@@ -122,6 +125,7 @@ class TokenVocab {
   std::vector<uint32_t> plain_before_;  // per trie() node: plain-text tokens at the nodes before it
   std::vector<int32_t> plain_dfs_;      // plain-text tokens in trie() order
   std::vector<uint32_t> full_to_other_, other_to_full_;
+  std::vector<uint64_t> plain_from_root_;
   int32_t byte_token_[256];
 };
 
