@@ -170,7 +170,7 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
   plain_from_root_.assign((bytes_.size() + 63) / 64, 0);
   for (uint32_t e = trie_.nodes[0].edges_begin; e < trie_.nodes[0].edges_end; ++e) {
     const uint32_t c = trie_.children[e];
-    if (!plain_path(c) && (trie_.nodes[c].byte < 0xC2 || trie_.nodes[c].byte > 0xF4)) continue;
+    if (!plain_path(c)) continue;
     for (const int32_t id : plain_below(c))
       plain_from_root_[static_cast<uint32_t>(id) >> 6] |= uint64_t{1} << (id & 63);
   }
@@ -457,67 +457,28 @@ struct TrieWalker {
     }
   }
 
-  // Whether from cfg every well-formed character led by `lead` (0xC2-0xF4) is taken, the bottom rule not
-  // ending, into free text: its continuation bytes stepped one byte class at a time (cached transitions),
-  // false past a budget of steps.
-  bool chars_free(uint32_t cfg, uint8_t lead) {
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (lead == 0xE0) lo = 0xA0;
-    if (lead == 0xED) hi = 0x9F;
-    if (lead == 0xF0) lo = 0x90;
-    if (lead == 0xF4) hi = 0x8F;
-    const int32_t t = w.step(g, cfg, lead);
-    if ((t & 1) || (t >> 1) == 0) return false;
-    int budget = 4096;
-    return conts_free(static_cast<uint32_t>(t >> 1) - 1,
-                      lead < 0xE0   ? 1
-                      : lead < 0xF0 ? 2
-                                    : 3,
-                      lo, hi, budget);
-  }
-  bool conts_free(uint32_t cfg, int left, uint8_t lo, uint8_t hi, int& budget) {
-    for (int b = lo; b <= hi; ++b) {
-      if (b > lo && w.class_of[b] == w.class_of[b - 1]) continue;
-      if (--budget < 0) return false;
-      const int32_t t = w.step(g, cfg, static_cast<uint8_t>(b));
-      if ((t & 1) || (t >> 1) == 0) return false;
-      const uint32_t next = static_cast<uint32_t>(t >> 1) - 1;
-      if (left == 1 ? !w.free_plain[next] : !conts_free(next, left - 1, 0x80, 0xBF, budget)) return false;
-    }
-    return true;
-  }
-  // A root child of the full trie whose plain-text tokens are all allowed, each ending in free text: a plain
-  // ASCII character stepping into free text, or a lead byte whose every character does (chars_free).
-  bool root_free(uint32_t c, uint32_t cfg) {
-    const uint8_t b = v.nodes[c].byte;
-    if (vocab->plain_path(c)) {
-      const auto next = static_cast<uint32_t>(w.step(g, cfg, b)) >> 1;
-      return next && w.free_plain[next - 1];
-    }
-    return b >= 0xC2 && b <= 0xF4 && chars_free(cfg, b);
-  }
-
-  // At the root of the full trie, writing bits: when the plain-text tokens of the root_free() children
-  // outnumber the others' by more than a mask's words, OR the vocabulary's plain_from_root() less the
-  // others' a word at a time instead of setting them one by one. The children's flags go to `free_child`
-  // (by edge from the root's first); false when not done.
-  bool or_plain_from_root(uint32_t cfg, std::vector<uint8_t>& free_child) {
+  // At the root of the full trie, writing bits: when the plain-text tokens of the children that reach free
+  // text outnumber the others' by more than a mask's words, OR the vocabulary's plain_from_root() less the
+  // others' a word at a time instead of setting them one by one. True when done (the walk then skips them).
+  bool or_plain_from_root(uint32_t cfg) {
     const auto& nodes = v.nodes;
     size_t free_tokens = 0, other_tokens = 0;
-    free_child.assign(nodes[0].edges_end - nodes[0].edges_begin, 0);
     for (uint32_t e = nodes[0].edges_begin; e < nodes[0].edges_end; ++e) {
       const uint32_t c = v.children[e];
-      const uint8_t free = root_free(c, cfg) ? 1 : 0;
-      free_child[e - nodes[0].edges_begin] = free;
-      (free ? free_tokens : other_tokens) += vocab->plain_below(c).size();
+      if (!vocab->plain_path(c)) continue;
+      const auto next = static_cast<uint32_t>(w.step(g, cfg, nodes[c].byte)) >> 1;
+      (next && w.free_plain[next - 1] ? free_tokens : other_tokens) += vocab->plain_below(c).size();
     }
     const std::vector<uint64_t>& all = vocab->plain_from_root();
     if (free_tokens <= other_tokens + all.size()) return false;
     std::vector<uint64_t>& skip = w.not_free;
     if (skip.size() != all.size()) skip.assign(all.size(), 0);
     for (uint32_t e = nodes[0].edges_begin; e < nodes[0].edges_end; ++e) {
-      if (free_child[e - nodes[0].edges_begin]) continue;
-      for (const int32_t id : vocab->plain_below(v.children[e]))
+      const uint32_t c = v.children[e];
+      if (!vocab->plain_path(c)) continue;
+      const auto next = static_cast<uint32_t>(w.step(g, cfg, nodes[c].byte)) >> 1;
+      if (next && w.free_plain[next - 1]) continue;
+      for (const int32_t id : vocab->plain_below(c))
         skip[static_cast<uint32_t>(id) >> 6] |= uint64_t{1} << (id & 63);
     }
     for (size_t i = 0; i < all.size(); ++i) {
@@ -530,25 +491,13 @@ struct TrieWalker {
   void walk(uint32_t node, uint32_t cfg, bool under_cd) {
     const auto& nodes = v.nodes;
     const auto& children = v.children;
-    std::vector<uint8_t> free_child;
-    const bool root_done = node == 0 && vocab && !list && or_plain_from_root(cfg, free_child);
+    const bool root_done = node == 0 && vocab && !list && or_plain_from_root(cfg);
     for (uint32_t e = nodes[node].edges_begin; e < nodes[node].edges_end; ++e) {
       const uint32_t c = children[e];
       const int32_t t = w.step(g, cfg, nodes[c].byte);
       const auto next = static_cast<uint32_t>(t) >> 1;
       const bool bottom = (t & 1) != 0;
       bool cd_here = under_cd;
-      // A lead byte whose characters all reach free text: its plain tokens are in the root's bits (its own
-      // token, the lead alone, is one), only the others are walked.
-      if (root_done && free_child[e - nodes[0].edges_begin] && !vocab->plain_path(c)) {
-        const uint32_t o = vocab->other_node(c);
-        if (o != TokenVocab::kNoNode) {
-          TrieWalker rest{g,       vocab->other_trie(),    w, bits, cd_nodes, end_bits, list,
-                          nullptr, &vocab->other_to_full()};
-          rest.walk(o, next - 1, cd_here);
-        }
-        continue;
-      }
       const bool free = next && vocab && w.free_plain[next - 1] && vocab->plain_path(c);
       if (cd_nodes) {
         if (bottom && !under_cd) {
