@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <shared_mutex>
 
 #include "spark/error.h"
 
@@ -61,6 +62,15 @@ TokenTrie build_trie(const std::vector<std::string>& bytes, std::vector<int32_t>
 // Characters of plain text (JSON string characters written raw, well-formed UTF-8), or -1. A token may end
 // inside a character (byte-level tokens split them): a well-formed start of one counts as a character, as
 // the string needs room for it.
+// Set bits of a mask word. std::popcount is a libgcc call per word on the baseline x86-64 target (no
+// POPCNT instruction), a few microseconds per 131k-token mask; this inlines and vectorizes.
+inline size_t bits_set(uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555ULL;
+  x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+  return static_cast<size_t>((x * 0x0101010101010101ULL) >> 56);
+}
+
 int32_t count_plain_chars(std::string_view s) {
   int32_t chars = 0;
   size_t i = 0;
@@ -122,6 +132,48 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
   }
   trie_ = build_trie(bytes_, std::move(all));
   other_trie_ = build_trie(bytes_, std::move(other));
+  // Per node: whether its bytes are plain text on a character boundary (a path ending inside a character
+  // turns ill-formed with one more ASCII byte), and the plain-text tokens in depth-first order.
+  const size_t n = trie_.nodes.size();
+  plain_path_.assign(n, 0);
+  plain_before_.assign(n + 1, 0);
+  std::string path;
+  for (uint32_t i = 0; i < n; ++i) {
+    const Node& node = trie_.nodes[i];
+    if (i > 0) {
+      path.resize(node.depth - 1u);
+      path.push_back(static_cast<char>(node.byte));
+      const int32_t chars = count_plain_chars(path);
+      plain_path_[i] = chars >= 0 && count_plain_chars(path + "a") == chars + 1;
+    } else {
+      plain_path_[i] = 1;
+    }
+    for (uint32_t k = node.tokens_begin; k < node.tokens_end; ++k) {
+      if (plain_chars_[static_cast<size_t>(trie_.tokens[k])] >= 0) plain_dfs_.push_back(trie_.tokens[k]);
+    }
+    plain_before_[i + 1] = static_cast<uint32_t>(plain_dfs_.size());
+  }
+  full_to_other_.assign(n, kNoNode);
+  other_to_full_.assign(other_trie_.nodes.size(), 0);
+  for (uint32_t o = 1; o < other_trie_.nodes.size(); ++o) {
+    const Node& on = other_trie_.nodes[o];
+    const Node& parent = trie_.nodes[other_to_full_[on.parent]];
+    for (uint32_t e = parent.edges_begin; e < parent.edges_end; ++e) {
+      if (trie_.nodes[trie_.children[e]].byte == on.byte) {
+        other_to_full_[o] = trie_.children[e];
+        break;
+      }
+    }
+    full_to_other_[other_to_full_[o]] = o;
+  }
+  full_to_other_[0] = 0;
+  plain_from_root_.assign((bytes_.size() + 63) / 64, 0);
+  for (uint32_t e = trie_.nodes[0].edges_begin; e < trie_.nodes[0].edges_end; ++e) {
+    const uint32_t c = trie_.children[e];
+    if (!plain_path(c)) continue;
+    for (const int32_t id : plain_below(c))
+      plain_from_root_[static_cast<uint32_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+  }
 }
 
 std::shared_ptr<const std::vector<uint64_t>> TokenVocab::plain_upto(int32_t chars) const {
@@ -229,6 +281,15 @@ struct CompiledGrammar::Walks {
   // frame's rule ended), or -1 when not computed yet.
   std::vector<int32_t> trans;
   std::vector<uint32_t> need;  // per configuration: fewest bytes to the grammar's end, UINT32_MAX unknown
+  // Per configuration: a head is in free text (a state with an unbounded plain_remaining) and no other head
+  // takes a byte that starts plain text, so a plain-text token is accepted, ends in that text, and never
+  // returns from the bottom rule.
+  std::vector<uint8_t> free_plain;
+  const Grammar* grammar = nullptr;
+  // Scratch bits of a root walk: the plain-text tokens of the root's children that are not free text
+  // (all zero between walks).
+  std::vector<uint64_t> not_free;
+  std::vector<uint32_t> key_words;  // scratch of decode() and is_free_plain(): a key as words
   std::vector<Head> heads, out;
   std::vector<Frame> frames;
   // Per real-stack configuration of one head: the tokens its state's return nodes allow (the replay and
@@ -256,7 +317,8 @@ struct CompiledGrammar::Walks {
   void decode(const std::string& key) {
     heads.clear();
     frames.assign(1, {0, 0});
-    std::vector<uint32_t> v(key.size() / sizeof(uint32_t));
+    std::vector<uint32_t>& v = key_words;
+    v.resize(key.size() / sizeof(uint32_t));
     std::memcpy(v.data(), key.data(), key.size());
     for (size_t i = 0; i < v.size();) {
       const uint32_t state = v[i], depth = v[i + 1];
@@ -278,7 +340,31 @@ struct CompiledGrammar::Walks {
     keys.push_back(std::move(key));
     trans.resize(trans.size() + classes, -1);
     need.push_back(UINT32_MAX);
+    free_plain.push_back(is_free_plain(keys.back()) ? 1 : 0);
     return id;
+  }
+
+  bool is_free_plain(const std::string& key) {
+    std::vector<uint32_t>& v = key_words;
+    v.resize(key.size() / sizeof(uint32_t));
+    std::memcpy(v.data(), key.data(), key.size());
+    bool free = false;
+    for (size_t i = 0; i < v.size(); i += 2 + v[i + 1]) {
+      const Grammar::State& st = grammar->states[v[i]];
+      if (st.plain_remaining == INT32_MAX) {
+        free = true;
+        continue;
+      }
+      for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) {
+        const Grammar::Edge& ed = grammar->edges[e];
+        // Bytes that start plain text: 0x20-0x7F but `"` and `\`, and UTF-8 lead bytes 0xC2-0xF4.
+        static constexpr uint8_t kStarts[4][2] = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}, {0xC2, 0xF4}};
+        for (const auto& r : kStarts) {
+          if (ed.lo <= r[1] && ed.hi >= r[0]) return false;
+        }
+      }
+    }
+    return free;
   }
 
   int32_t step(const Grammar& g, uint32_t cfg, uint8_t byte) {
@@ -320,6 +406,7 @@ struct CompiledGrammar::Walks {
     keys.clear();
     trans.clear();
     need.clear();
+    free_plain.clear();
     returns.clear();
     returns_tokens = 0;
   }
@@ -341,6 +428,20 @@ struct TrieWalker {
   std::vector<uint64_t>* end_bits = nullptr;
   // When set, the tokens allowed go there instead of into bits.
   std::vector<uint32_t>* list = nullptr;
+  // Set when v is the vocabulary's full trie: below a node reached in free text by plain-text bytes, the
+  // plain-text tokens come from the vocabulary's list and only the other tokens are walked (in its
+  // other_trie(), cd_nodes mapped back to the full trie).
+  const TokenVocab* vocab = nullptr;
+  const std::vector<uint32_t>* cd_map = nullptr;
+
+  void set_plain_below(uint32_t node) {
+    const std::span<const int32_t> ids = vocab->plain_below(node);
+    if (list) {
+      list->insert(list->end(), ids.begin(), ids.end());
+      return;
+    }
+    for (const int32_t id : ids) bits[static_cast<uint32_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+  }
 
   void set_tokens(uint32_t node) {
     if (!list) return set_tokens(node, bits);
@@ -356,27 +457,70 @@ struct TrieWalker {
     }
   }
 
+  // At the root of the full trie, writing bits: when the plain-text tokens of the children that reach free
+  // text outnumber the others' by more than a mask's words, OR the vocabulary's plain_from_root() less the
+  // others' a word at a time instead of setting them one by one. True when done (the walk then skips them).
+  bool or_plain_from_root(uint32_t cfg) {
+    const auto& nodes = v.nodes;
+    size_t free_tokens = 0, other_tokens = 0;
+    for (uint32_t e = nodes[0].edges_begin; e < nodes[0].edges_end; ++e) {
+      const uint32_t c = v.children[e];
+      if (!vocab->plain_path(c)) continue;
+      const auto next = static_cast<uint32_t>(w.step(g, cfg, nodes[c].byte)) >> 1;
+      (next && w.free_plain[next - 1] ? free_tokens : other_tokens) += vocab->plain_below(c).size();
+    }
+    const std::vector<uint64_t>& all = vocab->plain_from_root();
+    if (free_tokens <= other_tokens + all.size()) return false;
+    std::vector<uint64_t>& skip = w.not_free;
+    if (skip.size() != all.size()) skip.assign(all.size(), 0);
+    for (uint32_t e = nodes[0].edges_begin; e < nodes[0].edges_end; ++e) {
+      const uint32_t c = v.children[e];
+      if (!vocab->plain_path(c)) continue;
+      const auto next = static_cast<uint32_t>(w.step(g, cfg, nodes[c].byte)) >> 1;
+      if (next && w.free_plain[next - 1]) continue;
+      for (const int32_t id : vocab->plain_below(c))
+        skip[static_cast<uint32_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    }
+    for (size_t i = 0; i < all.size(); ++i) {
+      bits[i] |= all[i] & ~skip[i];
+      skip[i] = 0;
+    }
+    return true;
+  }
+
   void walk(uint32_t node, uint32_t cfg, bool under_cd) {
     const auto& nodes = v.nodes;
     const auto& children = v.children;
+    const bool root_done = node == 0 && vocab && !list && or_plain_from_root(cfg);
     for (uint32_t e = nodes[node].edges_begin; e < nodes[node].edges_end; ++e) {
       const uint32_t c = children[e];
       const int32_t t = w.step(g, cfg, nodes[c].byte);
       const auto next = static_cast<uint32_t>(t) >> 1;
       const bool bottom = (t & 1) != 0;
       bool cd_here = under_cd;
+      const bool free = next && vocab && w.free_plain[next - 1] && vocab->plain_path(c);
       if (cd_nodes) {
         if (bottom && !under_cd) {
-          cd_nodes->push_back(c);
+          cd_nodes->push_back(cd_map ? (*cd_map)[c] : c);
           cd_here = true;
         }
-        if (next) set_tokens(c);
+        if (next && !free) set_tokens(c);
         if (bottom && end_bits) {
           if (end_bits->empty()) end_bits->assign(bits.size(), 0);
           set_tokens(c, *end_bits);
         }
-      } else if (next || bottom) {
+      } else if ((next || bottom) && !free) {
         set_tokens(c);
+      }
+      if (free) {
+        if (!root_done) set_plain_below(c);
+        const uint32_t o = vocab->other_node(c);
+        if (o != TokenVocab::kNoNode) {
+          TrieWalker rest{g,       vocab->other_trie(),    w, bits, cd_nodes, end_bits, list,
+                          nullptr, &vocab->other_to_full()};
+          rest.walk(o, next - 1, cd_here);
+        }
+        continue;
       }
       if (next) walk(c, next - 1, cd_here);
     }
@@ -394,6 +538,7 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVoc
     if (cut[b]) walks_->rep[walks_->classes++] = static_cast<uint8_t>(b);
     walks_->class_of[b] = static_cast<uint8_t>(walks_->classes - 1);
   }
+  walks_->grammar = &grammar_;
 }
 
 CompiledGrammar::~CompiledGrammar() = default;
@@ -488,7 +633,7 @@ const CompiledGrammar::StateMask& CompiledGrammar::state_mask_locked(uint32_t st
   TrieWalker w{grammar_,     m->other_trie ? vocab_->other_trie() : vocab_->trie(),
                *walks_,      m->bits,
                &m->cd_nodes, &m->end_bits,
-               nullptr};
+               nullptr,      m->other_trie ? nullptr : vocab_.get()};
   w.walk(0, cfg, false);
   m->bits_words = nonzero_words(m->bits);
   m->end_words = nonzero_words(m->end_bits);
@@ -497,13 +642,48 @@ const CompiledGrammar::StateMask& CompiledGrammar::state_mask_locked(uint32_t st
 }
 
 const CompiledGrammar::StateMask& CompiledGrammar::state_mask(uint32_t state) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    auto it = masks_.find(state);
+    if (it != masks_.end()) return *it->second;  // never erased: the reference outlives the lock
+  }
+  std::unique_lock<std::shared_mutex> lock(mutex_);
   return state_mask_locked(state);
+}
+
+bool CompiledGrammar::fill_cached(const std::vector<Head>& heads, const std::vector<Frame>& frames,
+                                  std::vector<uint64_t>& bits) const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  std::vector<const StateMask*> ored, ended;
+  auto first = [](std::vector<const StateMask*>& seen, const StateMask* m) {
+    if (std::find(seen.begin(), seen.end(), m) != seen.end()) return false;
+    seen.push_back(m);
+    return true;
+  };
+  for (const Head& h : heads) {
+    auto it = masks_.find(h.state);
+    if (it == masks_.end()) return false;
+    const StateMask& sm = *it->second;
+    if (first(ored, &sm)) or_into(bits, sm.bits, sm.bits_words);
+    if (sm.cd_nodes.empty()) continue;
+    if (h.frame == 0) {
+      if (first(ended, &sm)) or_into(bits, sm.end_bits, sm.end_words);
+      continue;
+    }
+    auto id = walks_->ids.find(Walks::encode({h}, frames));
+    if (id == walks_->ids.end()) return false;
+    auto ret = walks_->returns.find(id->second);
+    if (ret == walks_->returns.end()) return false;
+    for (uint32_t t : ret->second) bits[t >> 6] |= uint64_t{1} << (t & 63);
+  }
+  return true;
 }
 
 void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Frame>& frames,
                            std::vector<uint64_t>& bits) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  // What the cached pass ORed in is a subset of the mask: the full pass below may OR it again.
+  if (fill_cached(heads, frames, bits)) return;
+  std::unique_lock<std::shared_mutex> lock(mutex_);
   constexpr size_t kMaxConfigurations = 200000;  // bounds the cache when stacks keep growing
   if (walks_->keys.size() > kMaxConfigurations) walks_->clear();
   if (walks_->returns_tokens > (size_t{1} << 23)) {  // 32 MiB of cached returns
@@ -536,7 +716,8 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
     std::vector<uint32_t>& tokens = slot->second;
     if (fresh) {
       const TokenTrie& v = sm.other_trie ? vocab_->other_trie() : vocab_->trie();
-      TrieWalker walker{grammar_, v, *walks_, bits, nullptr, nullptr, &tokens};
+      TrieWalker walker{grammar_, v,       *walks_, bits,
+                        nullptr,  nullptr, &tokens, sm.other_trie ? nullptr : vocab_.get()};
       for (uint32_t c : sm.cd_nodes) {
         path.clear();
         for (uint32_t n = c; n != 0; n = v.nodes[n].parent) path.push_back(v.nodes[n].byte);
@@ -561,7 +742,7 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
 size_t CompiledGrammar::keep_within(const std::vector<Head>& heads, const std::vector<Frame>& frames,
                                     std::vector<uint64_t>& bits, uint32_t bytes) const {
   const std::vector<uint32_t>& d = distances();
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::shared_mutex> lock(mutex_);
   constexpr size_t kMaxConfigurations = 200000;
   if (walks_->keys.size() > kMaxConfigurations) walks_->clear();
   const TokenVocab& v = *vocab_;
@@ -599,13 +780,17 @@ size_t CompiledGrammar::keep_within(const std::vector<Head>& heads, const std::v
   size_t count = 0;
   for (size_t w = 0; w < bits.size(); ++w) {
     bits[w] = keep[w];
-    count += static_cast<size_t>(std::popcount(bits[w]));
+    count += bits_set(bits[w]);
   }
   return count;
 }
 
 const std::vector<uint32_t>& CompiledGrammar::distances() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    if (!distances_.empty()) return distances_;  // computed once, never changed after
+  }
+  std::unique_lock<std::shared_mutex> lock(mutex_);
   if (!distances_.empty()) return distances_;
   constexpr uint32_t kInf = UINT32_MAX / 4;
   const Grammar& g = grammar_;
@@ -704,7 +889,7 @@ size_t GrammarMatcher::fill_mask(std::vector<uint64_t>& bits) const {
     for (int32_t id : v.end_ids()) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
   }
   size_t count = 0;
-  for (uint64_t w : bits) count += static_cast<size_t>(std::popcount(w));
+  for (uint64_t w : bits) count += bits_set(w);
   return count;
 }
 
@@ -748,7 +933,7 @@ size_t GrammarMatcher::restrict_to_shortest(std::vector<uint64_t>& bits) const {
   size_t count = 0;
   for (size_t w = 0; w < bits.size(); ++w) {
     bits[w] &= keep[w];
-    count += static_cast<size_t>(std::popcount(bits[w]));
+    count += bits_set(bits[w]);
   }
   return count;
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -84,6 +85,22 @@ class TokenVocab {
   int32_t plain_chars(int32_t id) const { return plain_chars_[static_cast<size_t>(id)]; }
   // The trie of the tokens that are not plain text.
   const TokenTrie& other_trie() const { return other_trie_; }
+  // Whether the bytes down to a node of trie() are plain text ending on a character boundary: then a token
+  // below it is plain text exactly when the rest of its bytes are.
+  bool plain_path(uint32_t node) const { return plain_path_[node] != 0; }
+  // The plain-text tokens below a node of trie() (the node's own included).
+  std::span<const int32_t> plain_below(uint32_t node) const {
+    return {plain_dfs_.data() + plain_before_[node],
+            plain_dfs_.data() + plain_before_[trie_.nodes[node].subtree_end]};
+  }
+  // The node of other_trie() with the same bytes as a node of trie() (kNoNode when no token that is not
+  // plain text goes through it), and back.
+  static constexpr uint32_t kNoNode = UINT32_MAX;
+  uint32_t other_node(uint32_t node) const { return full_to_other_[node]; }
+  const std::vector<uint32_t>& other_to_full() const { return other_to_full_; }
+  // As bits, the plain-text tokens below the root's children whose byte is plain text on its own (an ASCII
+  // character): the union of their plain_below(), ORed a word at a time when most of them are free text.
+  const std::vector<uint64_t>& plain_from_root() const { return plain_from_root_; }
   // The plain-text tokens of at most `chars` characters (shared, computed once per count).
   std::shared_ptr<const std::vector<uint64_t>> plain_upto(int32_t chars) const;
   // The fewest tokens whose bytes, in order, spell `text` exactly (empty when none can, or text is empty).
@@ -104,6 +121,11 @@ class TokenVocab {
   TokenTrie trie_, other_trie_;
   std::vector<int32_t> plain_chars_;
   int32_t max_plain_chars_ = 0;
+  std::vector<uint8_t> plain_path_;
+  std::vector<uint32_t> plain_before_;  // per trie() node: plain-text tokens at the nodes before it
+  std::vector<int32_t> plain_dfs_;      // plain-text tokens in trie() order
+  std::vector<uint32_t> full_to_other_, other_to_full_;
+  std::vector<uint64_t> plain_from_root_;
   int32_t byte_token_[256];
 };
 
@@ -126,8 +148,10 @@ class CompiledGrammar {
 
   using StateMask = grammar::StateMask;
   const StateMask& state_mask(uint32_t state) const;
-  // The tokens the heads allow next (ORed into bits, sized to the vocabulary), end tokens aside. Runs under
-  // the grammar's lock: its caches are shared by every matcher of the grammar.
+  // The tokens the heads allow next (ORed into bits, sized to the vocabulary), end tokens aside. The
+  // grammar's caches are shared by every matcher of the grammar: when they hold every head's masks (the
+  // usual step) it reads them under a shared lock, so matchers of one schema fill in parallel; a first
+  // visit computes under the exclusive lock.
   void fill(const std::vector<Head>& heads, const std::vector<Frame>& frames,
             std::vector<uint64_t>& bits) const;
   ~CompiledGrammar();
@@ -142,11 +166,15 @@ class CompiledGrammar {
  private:
   Grammar grammar_;
   std::shared_ptr<const TokenVocab> vocab_;
-  mutable std::mutex mutex_;
+  // Shared: lookups of the caches below; exclusive: anything that inserts into them (or clears them).
+  mutable std::shared_mutex mutex_;
   mutable std::unordered_map<uint32_t, std::shared_ptr<const StateMask>> masks_;
   mutable std::vector<uint32_t> distances_;
   mutable std::unique_ptr<Walks> walks_;
   const StateMask& state_mask_locked(uint32_t state) const;
+  // fill from the caches alone (under the shared lock); false when a mask or return walk is missing.
+  bool fill_cached(const std::vector<Head>& heads, const std::vector<Frame>& frames,
+                   std::vector<uint64_t>& bits) const;
 };
 
 class GrammarMatcher {

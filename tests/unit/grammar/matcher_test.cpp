@@ -2,8 +2,10 @@
 // by random walks over the allowed tokens; ends, recursion and tokens that split UTF-8 characters.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "grammar/json_schema.h"
@@ -150,6 +152,100 @@ TEST(GrammarMatcher, CountedStringMasksFromCharacterCountTables) {
   random_walks(R"({"type": "string", "minLength": 4})", 8, 12, vocab);
 }
 
+// Property names of objects that allow additional properties: a key that leaves the declared names' trie
+// is free text (a DFA marked with an unbounded plain_remaining), so the walks of the trie's states take the
+// plain-text tokens below such a node from the vocabulary's list and walk only the other ones. Masks at every
+// prefix of declared and undeclared names (ASCII and multi-byte, tokens spanning the name's end, quotes and
+// escapes inside tokens) must equal the slow reference, on the full trie's states and the real stack.
+TEST(GrammarMatcher, FreeTextKeyMasksFromPlainTokenLists) {
+  std::vector<std::string> t{"<end>"};
+  for (int b = 0; b < 256; ++b) t.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* s :
+       {"na",        "name",      "nam",        "names",    "named", "name\"",       "name\": ",
+        "x",         "xyz",       "xyzzy",      "xy\"",     "xy\":", "zz",           "q\"",
+        "n\xC3\xA9", "\xC3\xA9x", "\xC3\xA9\"", "\xC3",     "\xA9z", "\xE2\x82\xAC", "\xE2\x82",
+        "\\",        "\\n",       "a\\u",       "{\"",      "{\"na", "\", \"",       "\"}",
+        "\":",       "\": ",      ", \"",       "ab cd",    "  ",    "\": \"",       "\",\"x",
+        "n ",        "valu",      "value",      "value\":", "ue",    "\"n",          "\"x"}) {
+    t.push_back(s);
+  }
+  const auto vocab = std::make_shared<const TokenVocab>(std::move(t), std::vector<int32_t>{kEnd});
+  auto id_of = [&](const std::string& bytes) {
+    for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
+      if (vocab->bytes(id) == bytes) return id;
+    }
+    return -1;
+  };
+  // The vocabulary's per-node tables: plain paths end on a character boundary.
+  const auto& trie = vocab->trie();
+  for (uint32_t n = 1; n < trie.nodes.size(); ++n) {
+    std::string path;
+    for (uint32_t k = n; k != 0; k = trie.nodes[k].parent)
+      path.insert(path.begin(), static_cast<char>(trie.nodes[k].byte));
+    size_t plain_tokens = 0;
+    for (uint32_t k = n; k < trie.nodes[n].subtree_end; ++k) {
+      for (uint32_t i = trie.nodes[k].tokens_begin; i < trie.nodes[k].tokens_end; ++i)
+        plain_tokens += vocab->plain_chars(trie.tokens[i]) >= 0 ? 1 : 0;
+    }
+    EXPECT_EQ(vocab->plain_below(n).size(), plain_tokens) << path;
+    if (path == "n" || path == "\xC3\xA9") {
+      EXPECT_TRUE(vocab->plain_path(n)) << path;
+    }
+    if (path == "\xC3" || path == "\"" || path == "\xE2\x82") {
+      EXPECT_FALSE(vocab->plain_path(n)) << path;
+    }
+  }
+  // The root's bits: exactly the plain-text tokens that start with a plain ASCII character.
+  {
+    const std::vector<uint64_t>& root = vocab->plain_from_root();
+    ASSERT_EQ(root.size(), (vocab->size() + 63) / 64);
+    size_t from_root = 0;
+    for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
+      const std::string& b = vocab->bytes(id);
+      const bool want = vocab->plain_chars(id) >= 0 && !b.empty() && static_cast<uint8_t>(b[0]) < 0x80;
+      EXPECT_EQ(bit(root, id), want) << "token '" << b << "'";
+      from_root += want ? 1 : 0;
+    }
+    EXPECT_GT(from_root, 100u);
+  }
+  const std::string schema =
+      R"({"type": "object", "properties": {"name": {"type": "string"}, "names": {"type": "integer"},
+          "n\u00e9": {"type": "boolean"}, "value": {"type": "object", "properties": {"x": {"type": "null"}}}}})";
+  const Grammar g = compile_json_schema(schema);
+  size_t free_states = 0;
+  for (const auto& st : g.states) free_states += st.plain_remaining == INT32_MAX ? 1 : 0;
+  EXPECT_GE(free_states, 1u);  // the rest of an undeclared key
+  const auto compiled = std::make_shared<const CompiledGrammar>(compile_json_schema(schema), vocab);
+  std::vector<uint64_t> bits;
+  for (const char* prefix :
+       {"{\"", "{\"n", "{\"na", "{\"nam", "{\"name", "{\"names", "{\"n\xC3\xA9", "{\"x", "{\"xyz",
+        "{\"\xC3\xA9", "{\"name\": \"a\", \"", "{\"name\": \"a\", \"v", "{\"name\": \"a\", \"value\": {\"",
+        "{\"name\": \"a\", \"value\": {\"y", "{\"name\": \"a\", \"value\": {\"x\": null, \"xy"}) {
+    GrammarMatcher m(compiled);
+    ASSERT_TRUE(m.advance(prefix)) << prefix;
+    const size_t n = m.fill_mask(bits);
+    size_t allowed = 0;
+    for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
+      ASSERT_EQ(bit(bits, id), m.allows_token(id)) << prefix << " token '" << vocab->bytes(id) << "'";
+      allowed += m.allows_token(id) ? 1 : 0;
+    }
+    EXPECT_EQ(n, allowed);
+  }
+  {
+    GrammarMatcher m(compiled);
+    ASSERT_TRUE(m.advance("{\"x"));
+    m.fill_mask(bits);
+    EXPECT_TRUE(bit(bits, id_of("xyzzy")));
+    EXPECT_TRUE(bit(bits, id_of("ab cd")));
+    EXPECT_TRUE(bit(bits, id_of("xy\":")));
+    EXPECT_FALSE(bit(bits, id_of("\\n")));  // escapes never in an undeclared key
+  }
+  for (int round = 0; round < 2; ++round) random_walks(schema, 24, 40, vocab);
+  random_walks(R"({"type": "array", "items": {"type": "object", "properties": {"na": {"type": "integer"}},
+                  "additionalProperties": {"type": "string"}}})",
+               16, 40, vocab);
+}
+
 // A branch no instance can satisfy is pruned: the mask never offers a prefix that cannot be completed
 // (found by the grammar fuzz harness: `{` and whitespace were allowed, then nothing).
 TEST(GrammarMatcher, UnsatisfiableBranchesOfferNoDeadEnd) {
@@ -203,6 +299,62 @@ TEST(GrammarMatcher, MasksOfHeadsMetAgainEqualFreshOnes) {
       ASSERT_TRUE(a.accept_token(pick) && b.accept_token(pick) && c.accept_token(pick));
     }
   }
+}
+
+// Matchers of one schema fill their masks in parallel (the engine's mask threads): the compiled grammar's
+// caches are read under a shared lock and filled under an exclusive one. N threads replaying the same token
+// sequences on one fresh compiled grammar (first visits racing, then cached reads) must give exactly the
+// masks of a sequential run on another.
+TEST(GrammarMatcher, ConcurrentMasksOnOneGrammarEqualSequentialOnes) {
+  const auto vocab = test_vocab();
+  const std::string schema = R"({"type": "array", "items": {"type": "object", "properties": {
+      "name": {"type": "string"}, "v": {"type": "integer"}, "kids": {"type": "array", "items": {"type": "object",
+      "properties": {"x": {"type": "boolean"}}}}, "tag": {"type": "string", "maxLength": 4}}}})";
+  const auto reference = std::make_shared<const CompiledGrammar>(compile_json_schema(schema), vocab);
+  std::mt19937 rng(3);
+  std::vector<std::vector<int32_t>> walks;
+  std::vector<std::vector<std::vector<uint64_t>>> masks;
+  std::vector<uint64_t> bits;
+  for (int w = 0; w < 8; ++w) {
+    GrammarMatcher m(reference);
+    walks.emplace_back();
+    masks.emplace_back();
+    for (int step = 0; step < 40 && !m.ended(); ++step) {
+      m.fill_mask(bits);
+      masks.back().push_back(bits);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
+        if (bit(bits, id)) allowed.push_back(id);
+      }
+      ASSERT_FALSE(allowed.empty());
+      walks.back().push_back(allowed[rng() % allowed.size()]);
+      ASSERT_TRUE(m.accept_token(walks.back().back()));
+    }
+  }
+  const auto shared = std::make_shared<const CompiledGrammar>(compile_json_schema(schema), vocab);
+  constexpr int kThreads = 4;
+  std::atomic<int> mismatches{0}, ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();  // start together: first visits race
+      std::vector<uint64_t> mine;
+      for (int round = 0; round < 2; ++round) {
+        for (size_t k = 0; k < walks.size(); ++k) {
+          const size_t w = (k + static_cast<size_t>(t)) % walks.size();  // threads start on different walks
+          GrammarMatcher m(shared);
+          for (size_t step = 0; step < walks[w].size(); ++step) {
+            m.fill_mask(mine);
+            if (mine != masks[w][step]) mismatches.fetch_add(1);
+            if (!m.accept_token(walks[w][step])) mismatches.fetch_add(1);
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(GrammarMatcher, MaskOnRecursiveSchema) {
