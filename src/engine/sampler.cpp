@@ -102,7 +102,8 @@ void cut_top_p(std::vector<SamplingCandidate>& out, double target) {
   for (;; ++cut_bucket) {
     const double m =
         (lanes[0][cut_bucket] + lanes[1][cut_bucket]) + (lanes[2][cut_bucket] + lanes[3][cut_bucket]);
-    if (cut_bucket == kTopPBuckets - 1 || cum + m >= target) break;
+    // An empty bucket never holds the cut (top_p <= 0 would otherwise keep nothing).
+    if (cut_bucket == kTopPBuckets - 1 || (m > 0.0 && cum + m >= target)) break;
     cum += m;
   }
   // One pass keeps the buckets before the cut's in place (branch-free: every candidate is copied, the

@@ -105,9 +105,11 @@ TEST(Sampler, CandidatesMatchAFullSortOnLargeVocabularies) {
             const size_t diff = std::max(ids.size(), want.size()) - std::min(ids.size(), want.size());
             EXPECT_LE(diff, 1u) << "shape " << shape << " T " << temperature << " top_p " << top_p
                                 << " top_k " << top_k << " min_p " << min_p;
-            if (diff == 0) {
-              EXPECT_EQ(ids, want) << "shape " << shape << " T " << temperature << " top_p " << top_p;
-            }
+            // Both are most-likely-first prefixes of one order: the smaller lies inside the larger.
+            const auto& small = ids.size() <= want.size() ? ids : want;
+            const auto& large = ids.size() <= want.size() ? want : ids;
+            EXPECT_TRUE(std::includes(large.begin(), large.end(), small.begin(), small.end()))
+                << "shape " << shape << " T " << temperature << " top_p " << top_p;
             ++cases;
           }
         }
