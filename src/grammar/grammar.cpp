@@ -1,6 +1,7 @@
 #include "grammar/grammar.h"
 
 #include <algorithm>
+#include <map>
 
 #include "spark/error.h"
 
@@ -265,6 +266,7 @@ class Compiler {
       g_.states[s].closure_end = static_cast<uint32_t>(g_.closure.size());
     }
     prune_dead_edges();
+    share_return_states();
     for (Grammar::State& st : g_.states) {
       if (st.call_rule < 0) continue;
       const Grammar::State& next = g_.states[st.call_next];
@@ -277,6 +279,22 @@ class Compiler {
 
  private:
   using ByteEdges = std::vector<Grammar::Edge>;
+
+  // A frame holds the state its call returns to, and a return reads nothing of that state but its closure:
+  // calls whose continuations have the same closure (every "leave the trie" branch of a property-name trie
+  // resumes at the name's end) return to one of them, so the configurations after them are equal and the
+  // matcher's cached transitions and masks serve them all.
+  void share_return_states() {
+    std::map<std::vector<uint32_t>, uint32_t> by_closure;
+    std::vector<uint32_t> key;
+    for (Grammar::State& st : g_.states) {
+      if (st.call_rule < 0) continue;
+      const Grammar::State& next = g_.states[st.call_next];
+      key.assign(g_.closure.begin() + next.closure_begin, g_.closure.begin() + next.closure_end);
+      std::sort(key.begin(), key.end());
+      st.call_next = by_closure.emplace(key, st.call_next).first->second;
+    }
+  }
 
   // Byte edges into states that can never reach the end of their rule (an unsatisfiable branch: an object
   // needing more properties than it may have, a call of a rule that cannot end) are dropped, so no accepted

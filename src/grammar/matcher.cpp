@@ -1,6 +1,7 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <shared_mutex>
@@ -59,9 +60,40 @@ TokenTrie build_trie(const std::vector<std::string>& bytes, std::vector<int32_t>
   return t;
 }
 
-// Characters of plain text (JSON string characters written raw, well-formed UTF-8), or -1. A token may end
-// inside a character (byte-level tokens split them): a well-formed start of one counts as a character, as
-// the string needs room for it.
+// Plain text's first bytes, the one table of them: per byte, the length of the character it starts (0 for
+// none: a control byte, `"`, `\`, a continuation byte, a byte no well-formed UTF-8 holds) and the range of
+// the byte after it (a lead's second byte rules out overlong forms, surrogates and code points past
+// U+10FFFF).
+struct PlainStart {
+  uint8_t len, lo, hi;
+};
+constexpr std::array<PlainStart, 256> kPlainStart = [] {
+  std::array<PlainStart, 256> t{};
+  for (int b = 0x20; b < 0x80; ++b) t[b] = {1, 0, 0};
+  t['"'] = t['\\'] = {0, 0, 0};
+  for (int b = 0xC2; b <= 0xF4; ++b) {
+    const auto len = static_cast<uint8_t>(b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4);
+    t[b] = {len,
+            static_cast<uint8_t>(b == 0xE0   ? 0xA0
+                                 : b == 0xF0 ? 0x90
+                                             : 0x80),
+            static_cast<uint8_t>(b == 0xED   ? 0x9F
+                                 : b == 0xF4 ? 0x8F
+                                             : 0xBF)};
+  }
+  return t;
+}();
+// Per byte b, how many bytes below b start plain text: a range [lo, hi] holds one when [lo] and [hi + 1]
+// differ.
+constexpr std::array<uint16_t, 257> kPlainStartsBelow = [] {
+  std::array<uint16_t, 257> t{};
+  for (int b = 0; b < 256; ++b) t[b + 1] = static_cast<uint16_t>(t[b] + (kPlainStart[b].len ? 1 : 0));
+  return t;
+}();
+bool starts_plain_in(uint8_t lo, uint8_t hi) {
+  return kPlainStartsBelow[hi + 1u] != kPlainStartsBelow[lo];
+}
+
 // Set bits of a mask word. std::popcount is a libgcc call per word on the baseline x86-64 target (no
 // POPCNT instruction), a few microseconds per 131k-token mask; this inlines and vectorizes.
 inline size_t bits_set(uint64_t x) {
@@ -71,39 +103,21 @@ inline size_t bits_set(uint64_t x) {
   return static_cast<size_t>((x * 0x0101010101010101ULL) >> 56);
 }
 
+// Characters of plain text (JSON string characters written raw, well-formed UTF-8), or -1. A token may end
+// inside a character (byte-level tokens split them): a well-formed start of one counts as a character, as
+// the string needs room for it.
 int32_t count_plain_chars(std::string_view s) {
   int32_t chars = 0;
-  size_t i = 0;
-  // 1: a whole character of len bytes; 2: its well-formed start ends the token; 0: ill-formed.
-  auto sequence = [&](size_t len, uint8_t lo, uint8_t hi) {
-    for (size_t k = 1; k < len; ++k) {
-      if (i + k >= s.size()) return 2;
-      const auto c = static_cast<uint8_t>(s[i + k]);
-      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return 0;
-    }
-    return 1;
-  };
-  while (i < s.size()) {
-    const auto c = static_cast<uint8_t>(s[i]);
-    size_t len = 0;
-    int form = 0;
-    if (c >= 0x20 && c <= 0x7F) {
-      len = 1;
-      form = c == '"' || c == '\\' ? 0 : 1;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-      form = sequence(2, 0x80, 0xBF);
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      form = sequence(3, c == 0xE0 ? 0xA0 : 0x80, c == 0xED ? 0x9F : 0xBF);
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      form = sequence(4, c == 0xF0 ? 0x90 : 0x80, c == 0xF4 ? 0x8F : 0xBF);
-    }
-    if (form == 0) return -1;
+  for (size_t i = 0; i < s.size();) {
+    const PlainStart& p = kPlainStart[static_cast<uint8_t>(s[i])];
+    if (p.len == 0) return -1;
     ++chars;
-    if (form == 2) return chars;
-    i += len;
+    for (size_t k = 1; k < p.len; ++k) {
+      if (i + k >= s.size()) return chars;  // a well-formed start of a character ends the token
+      const auto c = static_cast<uint8_t>(s[i + k]);
+      if (c < (k == 1 ? p.lo : 0x80) || c > (k == 1 ? p.hi : 0xBF)) return -1;
+    }
+    i += p.len;
   }
   return chars;
 }
@@ -170,7 +184,7 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
   plain_from_root_.assign((bytes_.size() + 63) / 64, 0);
   for (uint32_t e = trie_.nodes[0].edges_begin; e < trie_.nodes[0].edges_end; ++e) {
     const uint32_t c = trie_.children[e];
-    if (!plain_path(c)) continue;
+    if (!plain_path(c) && kPlainStart[trie_.nodes[c].byte].len < 2) continue;
     for (const int32_t id : plain_below(c))
       plain_from_root_[static_cast<uint32_t>(id) >> 6] |= uint64_t{1} << (id & 63);
   }
@@ -296,6 +310,16 @@ struct CompiledGrammar::Walks {
   // walk fill does for them), so a head met again costs a copy of those tokens.
   std::unordered_map<uint32_t, std::vector<uint32_t>> returns;
   size_t returns_tokens = 0;
+  // Walks of the non-plain tokens below a node reached in free text, by (other_trie() node, configuration,
+  // cd mode, under a return node): what TrieWalker::walk_other() replays.
+  struct OtherWalk {
+    std::vector<uint32_t> tokens, cd_nodes, ends;
+    bool end_seen = false;
+  };
+  std::unordered_map<uint64_t, OtherWalk> other_walks;
+  size_t other_walks_size = 0;
+  std::vector<uint32_t> sig_id, sig_order, sig_out;  // scratch of mask_signature()
+  std::vector<uint64_t> mask_scratch;  // a state's mask while it is walked (all zero between walks)
 
   // A configuration's key: per head (sorted) its state, its stack depth and its return states, top first.
   static std::string encode(const std::vector<Head>& hs, const std::vector<Frame>& fs) {
@@ -356,12 +380,7 @@ struct CompiledGrammar::Walks {
         continue;
       }
       for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) {
-        const Grammar::Edge& ed = grammar->edges[e];
-        // Bytes that start plain text: 0x20-0x7F but `"` and `\`, and UTF-8 lead bytes 0xC2-0xF4.
-        static constexpr uint8_t kStarts[4][2] = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}, {0xC2, 0xF4}};
-        for (const auto& r : kStarts) {
-          if (ed.lo <= r[1] && ed.hi >= r[0]) return false;
-        }
+        if (starts_plain_in(grammar->edges[e].lo, grammar->edges[e].hi)) return false;
       }
     }
     return free;
@@ -409,6 +428,8 @@ struct CompiledGrammar::Walks {
     free_plain.clear();
     returns.clear();
     returns_tokens = 0;
+    other_walks.clear();
+    other_walks_size = 0;
   }
 };
 
@@ -433,6 +454,40 @@ struct TrieWalker {
   // other_trie(), cd_nodes mapped back to the full trie).
   const TokenVocab* vocab = nullptr;
   const std::vector<uint32_t>* cd_map = nullptr;
+  // When set (a walk kept by walk_other), the tokens after which the bottom rule ended go there, and
+  // *end_seen is set where it ended at all, instead of into end_bits.
+  std::vector<uint32_t>* end_list = nullptr;
+  bool* end_seen = nullptr;
+
+  // The walk of other_trie() below its node o from cfg, in free text: the same for every state whose walk
+  // gets there with that configuration (each position of a property name's trie: its leave-the-trie branches
+  // share their configurations), so walked once per grammar and kept as lists.
+  void walk_other(uint32_t o, uint32_t cfg, bool under_cd) {
+    const uint64_t key =
+        (uint64_t{o} << 34) | (uint64_t{cfg} << 2) | (cd_nodes ? 2u : 0u) | (under_cd ? 1u : 0u);
+    auto [it, fresh] = w.other_walks.try_emplace(key);
+    CompiledGrammar::Walks::OtherWalk& ow = it->second;
+    if (fresh) {
+      std::vector<uint64_t> unused;
+      TrieWalker rest{
+          g,       vocab->other_trie(),    w, unused, cd_nodes ? &ow.cd_nodes : nullptr, nullptr, &ow.tokens,
+          nullptr, &vocab->other_to_full()};
+      rest.end_list = &ow.ends;
+      rest.end_seen = &ow.end_seen;
+      rest.walk(o, cfg, under_cd);
+      w.other_walks_size += ow.tokens.size() + ow.cd_nodes.size() + ow.ends.size() + 8;
+    }
+    if (list) {
+      list->insert(list->end(), ow.tokens.begin(), ow.tokens.end());
+    } else {
+      for (const uint32_t id : ow.tokens) bits[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+    if (cd_nodes) cd_nodes->insert(cd_nodes->end(), ow.cd_nodes.begin(), ow.cd_nodes.end());
+    if (end_bits && ow.end_seen) {
+      if (end_bits->empty()) end_bits->assign(bits.size(), 0);
+      for (const uint32_t id : ow.ends) (*end_bits)[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+  }
 
   void set_plain_below(uint32_t node) {
     const std::span<const int32_t> ids = vocab->plain_below(node);
@@ -457,28 +512,59 @@ struct TrieWalker {
     }
   }
 
-  // At the root of the full trie, writing bits: when the plain-text tokens of the children that reach free
-  // text outnumber the others' by more than a mask's words, OR the vocabulary's plain_from_root() less the
-  // others' a word at a time instead of setting them one by one. True when done (the walk then skips them).
-  bool or_plain_from_root(uint32_t cfg) {
+  // Whether from cfg every well-formed character led by `lead` is taken, the bottom rule not ending, into
+  // free text: its continuation bytes stepped one byte class at a time (cached transitions), false past a
+  // budget of steps.
+  bool chars_free(uint32_t cfg, uint8_t lead) {
+    const PlainStart& p = kPlainStart[lead];
+    const int32_t t = w.step(g, cfg, lead);
+    if ((t & 1) || (t >> 1) == 0) return false;
+    int budget = 4096;
+    return conts_free(static_cast<uint32_t>(t >> 1) - 1, p.len - 1, p.lo, p.hi, budget);
+  }
+  bool conts_free(uint32_t cfg, int left, uint8_t lo, uint8_t hi, int& budget) {
+    for (int b = lo; b <= hi; ++b) {
+      if (b > lo && w.class_of[b] == w.class_of[b - 1]) continue;
+      if (--budget < 0) return false;
+      const int32_t t = w.step(g, cfg, static_cast<uint8_t>(b));
+      if ((t & 1) || (t >> 1) == 0) return false;
+      const uint32_t next = static_cast<uint32_t>(t >> 1) - 1;
+      if (left == 1 ? !w.free_plain[next] : !conts_free(next, left - 1, 0x80, 0xBF, budget)) return false;
+    }
+    return true;
+  }
+  // A root child of the full trie whose plain-text tokens are all allowed, each ending in free text: a plain
+  // ASCII character stepping into free text, or a lead byte whose every character does (chars_free).
+  bool root_free(uint32_t c, uint32_t cfg) {
+    const uint8_t b = v.nodes[c].byte;
+    if (vocab->plain_path(c)) {
+      const auto next = static_cast<uint32_t>(w.step(g, cfg, b)) >> 1;
+      return next && w.free_plain[next - 1];
+    }
+    return kPlainStart[b].len > 1 && chars_free(cfg, b);
+  }
+
+  // At the root of the full trie, writing bits: when the plain-text tokens of the root_free() children
+  // outnumber the others' by more than a mask's words, OR the vocabulary's plain_from_root() less the
+  // others' a word at a time instead of setting them one by one. The children's flags go to `free_child`
+  // (by edge from the root's first); false when not done.
+  bool or_plain_from_root(uint32_t cfg, std::vector<uint8_t>& free_child) {
     const auto& nodes = v.nodes;
     size_t free_tokens = 0, other_tokens = 0;
+    free_child.assign(nodes[0].edges_end - nodes[0].edges_begin, 0);
     for (uint32_t e = nodes[0].edges_begin; e < nodes[0].edges_end; ++e) {
       const uint32_t c = v.children[e];
-      if (!vocab->plain_path(c)) continue;
-      const auto next = static_cast<uint32_t>(w.step(g, cfg, nodes[c].byte)) >> 1;
-      (next && w.free_plain[next - 1] ? free_tokens : other_tokens) += vocab->plain_below(c).size();
+      const uint8_t free = root_free(c, cfg) ? 1 : 0;
+      free_child[e - nodes[0].edges_begin] = free;
+      (free ? free_tokens : other_tokens) += vocab->plain_below(c).size();
     }
     const std::vector<uint64_t>& all = vocab->plain_from_root();
     if (free_tokens <= other_tokens + all.size()) return false;
     std::vector<uint64_t>& skip = w.not_free;
     if (skip.size() != all.size()) skip.assign(all.size(), 0);
     for (uint32_t e = nodes[0].edges_begin; e < nodes[0].edges_end; ++e) {
-      const uint32_t c = v.children[e];
-      if (!vocab->plain_path(c)) continue;
-      const auto next = static_cast<uint32_t>(w.step(g, cfg, nodes[c].byte)) >> 1;
-      if (next && w.free_plain[next - 1]) continue;
-      for (const int32_t id : vocab->plain_below(c))
+      if (free_child[e - nodes[0].edges_begin]) continue;
+      for (const int32_t id : vocab->plain_below(v.children[e]))
         skip[static_cast<uint32_t>(id) >> 6] |= uint64_t{1} << (id & 63);
     }
     for (size_t i = 0; i < all.size(); ++i) {
@@ -491,13 +577,23 @@ struct TrieWalker {
   void walk(uint32_t node, uint32_t cfg, bool under_cd) {
     const auto& nodes = v.nodes;
     const auto& children = v.children;
-    const bool root_done = node == 0 && vocab && !list && or_plain_from_root(cfg);
+    std::vector<uint8_t> free_child;
+    const bool root_done = node == 0 && vocab && !list && or_plain_from_root(cfg, free_child);
     for (uint32_t e = nodes[node].edges_begin; e < nodes[node].edges_end; ++e) {
       const uint32_t c = children[e];
       const int32_t t = w.step(g, cfg, nodes[c].byte);
       const auto next = static_cast<uint32_t>(t) >> 1;
       const bool bottom = (t & 1) != 0;
       bool cd_here = under_cd;
+      // A lead byte whose characters all reach free text: its plain tokens are in the root's bits (its own
+      // token, the lead alone, is one), only the others are walked.
+      if (root_done && free_child[e - nodes[0].edges_begin] && !vocab->plain_path(c)) {
+        const uint32_t o = vocab->other_node(c);
+        if (o != TokenVocab::kNoNode) {
+          walk_other(o, next - 1, cd_here);
+        }
+        continue;
+      }
       const bool free = next && vocab && w.free_plain[next - 1] && vocab->plain_path(c);
       if (cd_nodes) {
         if (bottom && !under_cd) {
@@ -505,7 +601,12 @@ struct TrieWalker {
           cd_here = true;
         }
         if (next && !free) set_tokens(c);
-        if (bottom && end_bits) {
+        if (bottom && end_list) {
+          *end_seen = true;
+          const auto& n = v.nodes[c];
+          for (uint32_t k = n.tokens_begin; k < n.tokens_end; ++k)
+            end_list->push_back(static_cast<uint32_t>(v.tokens[k]));
+        } else if (bottom && end_bits) {
           if (end_bits->empty()) end_bits->assign(bits.size(), 0);
           set_tokens(c, *end_bits);
         }
@@ -516,9 +617,7 @@ struct TrieWalker {
         if (!root_done) set_plain_below(c);
         const uint32_t o = vocab->other_node(c);
         if (o != TokenVocab::kNoNode) {
-          TrieWalker rest{g,       vocab->other_trie(),    w, bits, cd_nodes, end_bits, list,
-                          nullptr, &vocab->other_to_full()};
-          rest.walk(o, next - 1, cd_here);
+          walk_other(o, next - 1, cd_here);
         }
         continue;
       }
@@ -561,19 +660,31 @@ namespace {
 // closures, calls into other rules, rule ends), numbered in discovery order, so equal structures in
 // different rules or grammars give equal strings. Empty when more than a few hundred states are reachable
 // (a state deep inside a large object: its mask is cheap and specific anyway).
-std::string mask_signature(const Grammar& g, uint32_t state) {
+std::string mask_signature(const Grammar& g, uint32_t state, CompiledGrammar::Walks& w) {
   constexpr size_t kMaxStates = 512;
-  std::unordered_map<uint32_t, uint32_t> id;
-  std::vector<uint32_t> order;
+  // Scratch kept in the walks (under the grammar's exclusive lock): a state's number, UINT32_MAX when not
+  // met yet, reset on the way out. A hash map here cost a node per state met, freed again at once, for
+  // every new state of a large object (whose signature gives up after 512 states).
+  std::vector<uint32_t>& id = w.sig_id;
+  std::vector<uint32_t>& order = w.sig_order;
+  std::vector<uint32_t>& out = w.sig_out;
+  if (id.size() != g.states.size()) id.assign(g.states.size(), UINT32_MAX);
+  order.clear();
+  out.clear();
   auto canon = [&](uint32_t s) {
-    auto [it, fresh] = id.emplace(s, static_cast<uint32_t>(order.size()));
-    if (fresh) order.push_back(s);
-    return it->second;
+    if (id[s] == UINT32_MAX) {
+      id[s] = static_cast<uint32_t>(order.size());
+      order.push_back(s);
+    }
+    return id[s];
   };
   canon(state);
-  std::vector<uint32_t> out;
+  bool too_many = false;
   for (size_t i = 0; i < order.size(); ++i) {
-    if (order.size() > kMaxStates) return {};
+    if (order.size() > kMaxStates) {
+      too_many = true;
+      break;
+    }
     const Grammar::State& st = g.states[order[i]];
     out.push_back(UINT32_MAX);
     out.push_back((st.final ? 1u : 0u) | (st.tail_call ? 2u : 0u) | (st.call_rule >= 0 ? 4u : 0u));
@@ -588,6 +699,8 @@ std::string mask_signature(const Grammar& g, uint32_t state) {
     out.push_back(UINT32_MAX - 1);
     for (uint32_t k = st.closure_begin; k < st.closure_end; ++k) out.push_back(canon(g.closure[k]));
   }
+  for (const uint32_t s : order) id[s] = UINT32_MAX;
+  if (too_many) return {};
   return std::string(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(uint32_t));
 }
 
@@ -601,11 +714,30 @@ NonzeroWords nonzero_words(const std::vector<uint64_t>& bits) {
   return nz;
 }
 
+// src: a whole mask, or (nz.all false) only its nonzero words, in nz.index order.
 void or_into(std::vector<uint64_t>& bits, const std::vector<uint64_t>& src, const NonzeroWords& nz) {
   if (nz.all) {
     for (size_t w = 0; w < src.size(); ++w) bits[w] |= src[w];
   } else {
-    for (uint32_t w : nz.index) bits[w] |= src[w];
+    for (size_t k = 0; k < nz.index.size(); ++k) bits[nz.index[k]] |= src[k];
+  }
+}
+
+// Keeps a mask computed in `scratch` as or_into() reads it: whole when many words are nonzero, else only
+// the nonzero words (most states allow a few hundred tokens: a new state then takes a few hundred bytes,
+// not 16 KiB of fresh memory); the scratch is left all zero.
+void keep_mask(std::vector<uint64_t>& scratch, std::vector<uint64_t>& kept, NonzeroWords& nz) {
+  nz = nonzero_words(scratch);
+  if (nz.all) {
+    kept = scratch;
+    std::fill(scratch.begin(), scratch.end(), 0);
+    return;
+  }
+  kept.clear();
+  kept.reserve(nz.index.size());
+  for (const uint32_t w : nz.index) {
+    kept.push_back(scratch[w]);
+    scratch[w] = 0;
   }
 }
 
@@ -614,29 +746,33 @@ void or_into(std::vector<uint64_t>& bits, const std::vector<uint64_t>& src, cons
 const CompiledGrammar::StateMask& CompiledGrammar::state_mask_locked(uint32_t state) const {
   auto it = masks_.find(state);
   if (it != masks_.end()) return *it->second;
-  const std::string signature = mask_signature(grammar_, state);
+  const std::string signature = mask_signature(grammar_, state, *walks_);
   if (!signature.empty()) {
     if (auto shared = vocab_->shared_mask(signature))
       return *masks_.emplace(state, std::move(shared)).first->second;
   }
   auto m = std::make_shared<StateMask>();
+  std::vector<uint64_t>& scratch = walks_->mask_scratch;  // all zero between uses
+  scratch.resize((vocab_->size() + 63) / 64, 0);
   const int32_t plain = grammar_.states[state].plain_remaining;
   if (plain >= 0) {
     // Plain-text tokens from the per-vocabulary table by character count; only the others are walked.
-    m->bits = *vocab_->plain_upto(plain);
+    const auto table = vocab_->plain_upto(plain);
+    std::copy(table->begin(), table->end(), scratch.begin());
     m->other_trie = true;
-  } else {
-    m->bits.assign((vocab_->size() + 63) / 64, 0);
   }
   const std::vector<Frame> bottom{{0, 0}};
   const uint32_t cfg = walks_->intern(Walks::encode({{state, 0}}, bottom));
   TrieWalker w{grammar_,     m->other_trie ? vocab_->other_trie() : vocab_->trie(),
-               *walks_,      m->bits,
+               *walks_,      scratch,
                &m->cd_nodes, &m->end_bits,
                nullptr,      m->other_trie ? nullptr : vocab_.get()};
   w.walk(0, cfg, false);
-  m->bits_words = nonzero_words(m->bits);
-  m->end_words = nonzero_words(m->end_bits);
+  keep_mask(scratch, m->bits, m->bits_words);
+  if (!m->end_bits.empty()) {
+    std::vector<uint64_t> ends = std::move(m->end_bits);
+    keep_mask(ends, m->end_bits, m->end_words);
+  }
   if (!signature.empty()) vocab_->share_mask(signature, m);
   return *masks_.emplace(state, std::move(m)).first->second;
 }
@@ -689,6 +825,10 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
   if (walks_->returns_tokens > (size_t{1} << 23)) {  // 32 MiB of cached returns
     walks_->returns.clear();
     walks_->returns_tokens = 0;
+  }
+  if (walks_->other_walks_size > (size_t{1} << 23)) {
+    walks_->other_walks.clear();
+    walks_->other_walks_size = 0;
   }
   // Heads often share a state mask (one state under several stacks, equal structures shared by signature):
   // each is ORed once.

@@ -35,6 +35,8 @@ struct NonzeroWords {
 // return (to be walked with the real stack), in the vocabulary's full trie or, for a state with
 // plain_remaining, in its trie of the tokens that are not plain text.
 struct StateMask {
+  // The mask, or when bits_words.all is false only its nonzero words, in bits_words.index order (end_bits
+  // alike with end_words).
   std::vector<uint64_t> bits;
   std::vector<uint32_t> cd_nodes;
   // The tokens after which the state's rule has just ended (empty when none): with nothing on the stack
@@ -98,8 +100,8 @@ class TokenVocab {
   static constexpr uint32_t kNoNode = UINT32_MAX;
   uint32_t other_node(uint32_t node) const { return full_to_other_[node]; }
   const std::vector<uint32_t>& other_to_full() const { return other_to_full_; }
-  // As bits, the plain-text tokens below the root's children whose byte is plain text on its own (an ASCII
-  // character): the union of their plain_below(), ORed a word at a time when most of them are free text.
+  // As bits, the plain-text tokens that start with a plain ASCII character or a UTF-8 lead byte (every
+  // plain-text token but the empty ones): ORed a word at a time when most of them reach free text.
   const std::vector<uint64_t>& plain_from_root() const { return plain_from_root_; }
   // The plain-text tokens of at most `chars` characters (shared, computed once per count).
   std::shared_ptr<const std::vector<uint64_t>> plain_upto(int32_t chars) const;

@@ -2,8 +2,10 @@
 // by random walks over the allowed tokens; ends, recursion and tokens that split UTF-8 characters.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -195,14 +197,14 @@ TEST(GrammarMatcher, FreeTextKeyMasksFromPlainTokenLists) {
       EXPECT_FALSE(vocab->plain_path(n)) << path;
     }
   }
-  // The root's bits: exactly the plain-text tokens that start with a plain ASCII character.
+  // The root's bits: exactly the non-empty plain-text tokens.
   {
     const std::vector<uint64_t>& root = vocab->plain_from_root();
     ASSERT_EQ(root.size(), (vocab->size() + 63) / 64);
     size_t from_root = 0;
     for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
       const std::string& b = vocab->bytes(id);
-      const bool want = vocab->plain_chars(id) >= 0 && !b.empty() && static_cast<uint8_t>(b[0]) < 0x80;
+      const bool want = vocab->plain_chars(id) >= 0 && !b.empty();
       EXPECT_EQ(bit(root, id), want) << "token '" << b << "'";
       from_root += want ? 1 : 0;
     }
@@ -244,6 +246,110 @@ TEST(GrammarMatcher, FreeTextKeyMasksFromPlainTokenLists) {
   random_walks(R"({"type": "array", "items": {"type": "object", "properties": {"na": {"type": "integer"}},
                   "additionalProperties": {"type": "string"}}})",
                16, 40, vocab);
+}
+
+// Every position of a property-name trie leaves it the same way: the calls into the rest of an undeclared
+// key return to one shared state (equal continuations), so the configurations after leaving are equal and
+// the walks of the non-plain tokens below the nodes reached in free text (other_trie()) are kept per
+// configuration and replayed at the next position. Masks at every prefix of many keys (declared, leaving the
+// trie at each position, multi-byte characters, ill-formed bytes, quotes and escapes after them), at the top
+// level and inside an array (the real stack), on one warm compiled grammar must equal those of a fresh one
+// and the slow reference.
+TEST(GrammarMatcher, FreeTextWalksKeptPerConfigurationEqualFreshOnes) {
+  std::vector<std::string> t{"<end>"};
+  for (int b = 0; b < 256; ++b) t.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* s : {"al",
+                        "alpha",
+                        "alp",
+                        "alphabet",
+                        "al\"",
+                        "al\":",
+                        "be",
+                        "beta",
+                        "bet\"",
+                        "b\xC3\xA9",
+                        "\xC3\xA9t",
+                        "\xC3\xA9\"",
+                        "\xE4\xB8",
+                        "\xE4\xB8\xAD",
+                        "\xE4\xB8\xADz",
+                        "\xE4\xB8\xAD\"",
+                        "\xE4\xB8\xAD\":",
+                        "\xE4\xB8 p",
+                        "\xE4z",
+                        "\xC3\xA9\xE4 x",
+                        "\xF0\x9F\x98\x80",
+                        "\xF0\x9F",
+                        "x\"",
+                        "x\": ",
+                        "x\\n",
+                        "xy\n",
+                        "q \"",
+                        "\", \"",
+                        "\"}",
+                        "{\"",
+                        "{\"al",
+                        ": ",
+                        "\": 1",
+                        "1, \"",
+                        "[{\"",
+                        "}, {\"",
+                        "}]",
+                        "  "}) {
+    t.push_back(s);
+  }
+  const auto vocab = std::make_shared<const TokenVocab>(std::move(t), std::vector<int32_t>{kEnd});
+  const std::string object = R"({"type": "object", "properties": {"alpha": {"type": "integer"},
+      "alphabet": {"type": "integer"}, "beta": {"type": "integer"}, "b\u00e9": {"type": "integer"}},
+      "additionalProperties": {"type": "integer"}})";
+  // The non-tail calls into the rest of a key (ASCII or not) all return to one state.
+  {
+    const Grammar g = compile_json_schema(object);
+    std::vector<int32_t> rest_rules;
+    for (size_t r = 0; r < g.rule_names.size(); ++r) {
+      if (g.rule_names[r] == "key-rest" || g.rule_names[r] == "key-nonascii-rest")
+        rest_rules.push_back(static_cast<int32_t>(r));
+    }
+    ASSERT_EQ(rest_rules.size(), 2u);
+    std::set<uint32_t> returns;
+    size_t calls = 0;
+    for (const auto& st : g.states) {
+      if (st.tail_call || std::find(rest_rules.begin(), rest_rules.end(), st.call_rule) == rest_rules.end())
+        continue;
+      ++calls;
+      returns.insert(st.call_next);
+    }
+    EXPECT_GT(calls, 10u);  // two per position of the trie ("alpha", "alphabet", "beta", "bé")
+    EXPECT_EQ(returns.size(), 1u);
+  }
+  const std::string array = R"({"type": "array", "items": )" + object + "}";
+  std::vector<uint64_t> warm_bits, fresh_bits;
+  for (const auto& [schema, opening] :
+       {std::pair<std::string, std::string>{object, "{\""}, {array, "[{\"x\": 1}, {\""}}) {
+    const auto warm = std::make_shared<const CompiledGrammar>(compile_json_schema(schema), vocab);
+    for (const char* key :
+         {"alphabet", "alphz", "bet", "b\xC3\xA9z", "q\xE4\xB8\xAD", "\xE4\xB8\xADx", "be"}) {
+      const std::string k = key;
+      for (size_t len = 0; len <= k.size(); ++len) {
+        const std::string prefix = opening + k.substr(0, len);
+        GrammarMatcher m(warm);
+        ASSERT_TRUE(m.advance(prefix)) << prefix;
+        const size_t n = m.fill_mask(warm_bits);
+        GrammarMatcher f(std::make_shared<const CompiledGrammar>(compile_json_schema(schema), vocab));
+        ASSERT_TRUE(f.advance(prefix));
+        f.fill_mask(fresh_bits);
+        ASSERT_EQ(warm_bits, fresh_bits) << prefix;
+        size_t allowed = 0;
+        for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
+          ASSERT_EQ(bit(warm_bits, id), m.allows_token(id))
+              << prefix << " token '" << vocab->bytes(id) << "'";
+          allowed += bit(warm_bits, id) ? 1 : 0;
+        }
+        EXPECT_EQ(n, allowed);
+      }
+    }
+    random_walks(schema, 12, 30, vocab);
+  }
 }
 
 // A branch no instance can satisfy is pruned: the mask never offers a prefix that cannot be completed
