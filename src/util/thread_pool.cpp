@@ -51,18 +51,22 @@ void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < spin_iterations_; ++spin) {
+    int spun = 0;
+    for (; gen == seen && spun < spin_iterations_; ++spun) {
       cpu_relax();
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
+      idle_spins_ += static_cast<uint64_t>(spun);
+      spun = 0;
       wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
       gen = generation_.load(std::memory_order_acquire);
     }
     seen = gen;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      idle_spins_ += static_cast<uint64_t>(spun);
       if (stopping_) return;
       if (job_ == nullptr) continue;
       ++busy_workers_;
@@ -105,6 +109,11 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
     size_t begin = task * grain;
     fn(begin, std::min(n, begin + grain));
   });
+}
+
+uint64_t ThreadPool::idle_spins() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return idle_spins_;
 }
 
 int ThreadPool::default_threads() {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -39,6 +40,10 @@ class ThreadPool {
   // Physical cores of this machine (falls back to logical CPUs when the topology is not readable).
   static int default_threads();
 
+  // Pause instructions the workers have executed waiting for a job so far (counted when a worker blocks
+  // or picks a job up): always 0 for a kSleepAtOnce pool. A count, so tests need not time anything.
+  uint64_t idle_spins();
+
  private:
   void worker_loop();
   void work_on_current_job();
@@ -54,6 +59,7 @@ class ThreadPool {
   std::atomic<size_t> next_task_{0};
   std::atomic<uint64_t> generation_{0};
   int busy_workers_ = 0;
+  uint64_t idle_spins_ = 0;  // guarded by mutex_
   bool stopping_ = false;
 };
 

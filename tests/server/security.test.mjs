@@ -38,10 +38,18 @@ test('the API key guards /v1, /tokenize, /detokenize and /metrics; /health stays
     // Unknown routes are guarded too (deny by default), so they reveal nothing without the key.
     assert.equal((await status(`${server.url}/v2/secret`)).status, 401);
     assert.equal((await status(`${server.url}/v2/secret`, { key: 'sekret' })).status, 404);
-    // Each refused request is counted once.
-    const metrics = await status(`${server.url}/metrics`, { key: 'sekret' });
-    const m = metrics.text.match(/^spark_http_responses_total\{status="401"\} (\d+)$/m);
-    assert.equal(Number(m?.[1]), routes.length * 4 + 1, metrics.text);
+    // Each refused request is counted once. A response is counted just after it is written, so the last
+    // count may trail its answer by a moment: poll until it is there (a minute at most), then it must be
+    // exact.
+    const want = routes.length * 4 + 1;
+    let metrics, counted;
+    for (const deadline = Date.now() + 60000; ;) {
+      metrics = await status(`${server.url}/metrics`, { key: 'sekret' });
+      counted = Number(metrics.text.match(/^spark_http_responses_total\{status="401"\} (\d+)$/m)?.[1]);
+      if (counted >= want || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(counted, want, metrics.text);
   } finally {
     await server.stop();
   }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
@@ -29,6 +30,43 @@ struct Result {
   std::vector<float> logprobs;
   FinishReason reason = FinishReason::kNone;
   int64_t computed_prompt = 0;
+};
+
+// Holds the engine inside a step, so a test decides what the engine sees next instead of racing its thread.
+// A request carrying a Gate samples a token every step it is in, and every such step calls prepare() first:
+// prepare() calls beyond the allowed count wait there (for at most a minute, so that a broken engine fails
+// the test rather than hanging it), and the step cannot end before they return.
+class Gate : public LogitsProcessor {
+ public:
+  explicit Gate(int allowed) : allowed_(allowed) {}
+  void prepare() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int call = entered_++;
+    cv_.notify_all();
+    cv_.wait_for(lock, std::chrono::seconds(60), [&] { return call < allowed_; });
+  }
+  void process(std::span<float>) override {}
+  void accept(int32_t) override {}
+  // Lets `steps` more steps through; open() lets every later one through.
+  void allow(int steps) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      allowed_ += steps;
+    }
+    cv_.notify_all();
+  }
+  void open() { allow(std::numeric_limits<int>::max() / 2); }
+  // Waits until the engine has entered prepare() `calls` times (the last of them may be waiting now).
+  bool wait_entered(int calls) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(60), [&] { return entered_ >= calls; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int allowed_;
+  int entered_ = 0;
 };
 
 class EngineTest : public ::testing::Test {
@@ -93,6 +131,23 @@ class EngineTest : public ::testing::Test {
     std::vector<int32_t> t(n);
     for (auto& v : t) v = dist(rng);
     return t;
+  }
+
+  // Submits every request while the engine is held inside the first step of a gated request, then cancels
+  // that one: the engine takes them all into one step, however this thread and the engine's are scheduled
+  // (submitted one after another, a descheduled submitter would let the first ones run alone).
+  static std::vector<std::shared_ptr<RequestHandle>> submit_together(
+      Engine& engine, std::vector<GenerationRequest> requests) {
+    auto gate = std::make_shared<Gate>(0);
+    GenerationRequest hold = greedy(random_tokens(1, 99), 4);
+    hold.processor = gate;
+    auto held = engine.submit(std::move(hold));
+    EXPECT_TRUE(gate->wait_entered(1));
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (auto& r : requests) handles.push_back(engine.submit(std::move(r)));
+    held->cancel();
+    gate->open();
+    return handles;
   }
 
   // Each prompt run alone through an engine with nothing else in it and no cache.
@@ -180,8 +235,9 @@ TEST_F(EngineTest, PreemptionUnderATinyBudgetDoesNotChangeResults) {
   // Room for the longest request and a little more: sequences must be preempted and recomputed.
   const int64_t pages = 2 * ring_pages() + (300 + 24) / 16 + 4;
   Engine engine(*model_, options(pages, false));
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  for (const auto& p : prompts) handles.push_back(engine.submit(greedy(p, 24)));
+  std::vector<GenerationRequest> requests;
+  for (const auto& p : prompts) requests.push_back(greedy(p, 24));
+  const auto handles = submit_together(engine, std::move(requests));
   std::vector<Result> batched;
   for (auto& h : handles) batched.push_back(collect(*h));
   expect_same(batched, alone);
@@ -280,9 +336,13 @@ TEST_F(EngineTest, TinyBudgetEvictsCachedBlocksAndLeavesNoReferences) {
     for (auto& h : handles) got.push_back(collect(*h));
     expect_same(got, alone);
   }
-  for (int i = 0; i < 100 && engine.stats().running != 0; ++i)
+  // Stats are published after each step: wait for the step that saw the last request end (bounded only so
+  // that a request that never leaves fails the test).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (engine.stats().running != 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   const EngineStats s = engine.stats();
+  EXPECT_EQ(s.running, 0);
   EXPECT_GT(s.prefix_cache_evicted_blocks + s.prefix_cache_evicted_sliding_blocks, 0);
   EXPECT_LE(s.kv_pages_used, s.kv_pages_total);
   EXPECT_EQ(s.kv_pages_used * s.kv_page_bytes, s.prefix_cache_bytes) << "a sequence left a reference behind";
@@ -292,25 +352,40 @@ TEST_F(EngineTest, CancellationMidPrefillFreesEverythingWithinOneStep) {
   EngineOptions o = options(4096, true);
   o.max_num_batched_tokens = 16;
   Engine engine(*model_, o);
+  // A gated request decodes beside the prompt and paces the engine: every step waits at its gate until the
+  // test lets it through, so the cancel lands mid-prefill, between known steps, however threads are
+  // scheduled.
+  auto gate = std::make_shared<Gate>(1);
+  GenerationRequest pacer = greedy(random_tokens(4, 9), 200);
+  pacer.processor = gate;
+  auto pace = engine.submit(std::move(pacer));
+  ASSERT_TRUE(gate->wait_entered(2));  // its second step (its first decode) waits
   auto h = engine.submit(greedy(random_tokens(900, 10), 8));
-  while (h->computed_prompt_tokens() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const int64_t steps_at_cancel = engine.stats().steps;
+  gate->allow(3);                      // steps 2-4: the prompt joins at step 3, 15 tokens a step
+  ASSERT_TRUE(gate->wait_entered(5));  // step 5 waits
+  EXPECT_GT(h->computed_prompt_tokens(), 0);
   h->cancel();
+  pace->cancel();
+  const int64_t steps_at_cancel = engine.stats().steps;
+  gate->open();
   Result r = collect(*h);
   EXPECT_EQ(r.reason, FinishReason::kCancelled);
   EXPECT_TRUE(r.tokens.empty());
   EXPECT_LT(h->computed_prompt_tokens(), 900);
-  // Stats are published after each step; give the engine thread that moment.
-  // What stays in use is the prefix cache's copy of the blocks completed before the cancel.
+  EXPECT_EQ(collect(*pace).reason, FinishReason::kCancelled);
+  // Stats are published after each step; wait for the one that reaped them (bounded only so that a leak
+  // fails rather than hangs). What stays in use is the prefix cache's copy of the blocks completed before.
   auto leftover = [&] {
     const EngineStats s = engine.stats();
     return s.kv_pages_used - s.prefix_cache_bytes / s.kv_page_bytes;
   };
-  for (int i = 0; i < 100 && leftover() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((leftover() != 0 || engine.stats().running != 0) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   const EngineStats s = engine.stats();
   EXPECT_EQ(leftover(), 0);
-  EXPECT_LE(s.steps - steps_at_cancel, 2);  // the step in flight, then the one that reaped it
-  EXPECT_EQ(s.requests_cancelled, 1);
+  EXPECT_LE(s.steps - steps_at_cancel, 2);  // the step in flight, then the one that reaped them
+  EXPECT_EQ(s.requests_cancelled, 2);
 }
 
 TEST_F(EngineTest, QueueCapRefusesWithQueueFull) {
@@ -318,18 +393,23 @@ TEST_F(EngineTest, QueueCapRefusesWithQueueFull) {
   o.max_num_seqs = 1;
   o.max_queued_requests = 2;
   Engine engine(*model_, o);
-  auto running = engine.submit(greedy(random_tokens(10, 11), 400));
-  std::vector<TokenEvent> ev;
-  while (ev.empty()) running->wait(ev, std::chrono::milliseconds(50));  // it is running now
+  // The running request waits at its gate in its second step: it is running, not queued, and cannot
+  // finish (and let a queued one in) while the queue fills.
+  auto gate = std::make_shared<Gate>(1);
+  GenerationRequest first = greedy(random_tokens(10, 11), 400);
+  first.processor = gate;
+  auto running = engine.submit(std::move(first));
+  ASSERT_TRUE(gate->wait_entered(2));
   auto q1 = engine.submit(greedy(random_tokens(10, 12), 2));
   auto q2 = engine.submit(greedy(random_tokens(10, 13), 2));
   try {
     engine.submit(greedy(random_tokens(10, 14), 2));
-    FAIL() << "a third queued request must be refused";
+    ADD_FAILURE() << "a third queued request must be refused";
   } catch (const EngineRejection& e) {
     EXPECT_EQ(e.kind(), EngineRejection::Kind::kQueueFull);
   }
   running->cancel();
+  gate->open();
   EXPECT_EQ(collect(*q1).reason, FinishReason::kLength);
   EXPECT_EQ(collect(*q2).reason, FinishReason::kLength);
 }
@@ -433,7 +513,8 @@ namespace {
 // prepare() and process() ran, whether process() found its decision prepared, and how many prepare()
 // calls were in flight at once across processors.
 struct PrepareProbe {
-  int rendezvous = 1;  // prepare() waits (up to 1 s) until this many are in flight
+  // prepare() waits until this many are in flight (for a minute at most: a bug fails the test, not hangs it)
+  int rendezvous = 1;
   std::mutex mu;
   std::condition_variable cv;
   std::set<std::thread::id> prepare_threads, process_threads;
@@ -451,14 +532,14 @@ class ForcingProcessor : public LogitsProcessor {
     probe_.prepare_threads.insert(std::this_thread::get_id());
     probe_.max_in_flight = std::max(probe_.max_in_flight, ++probe_.in_flight);
     if (probe_.rendezvous > 1) {
-      // Two mask threads meet here: the last to arrive releases the others (a step with one sequence
-      // gives up after the wait).
+      // Two mask threads meet here: the last to arrive releases the others. Every step has both sequences
+      // (submitted together, same lengths), so a meeting comes in every step.
       const int meeting = probe_.meetings;
       if (probe_.in_flight >= probe_.rendezvous) {
         ++probe_.meetings;
         probe_.cv.notify_all();
       } else {
-        probe_.cv.wait_for(lock, std::chrono::seconds(1), [&] { return probe_.meetings != meeting; });
+        probe_.cv.wait_for(lock, std::chrono::seconds(60), [&] { return probe_.meetings != meeting; });
       }
     } else {
       // One mask thread: stay long enough that a second prepare() running beside it would be seen.
@@ -510,13 +591,14 @@ TEST_F(EngineTest, LogitsProcessorsArePreparedOnMaskThreadsBesideTheForwardPass)
     EngineOptions o = options(4096, false);
     o.mask_threads = mask_threads;
     Engine engine(*model_, o);
-    // Submitted together, both sequences decode in the same steps from their second token on.
-    std::vector<std::shared_ptr<RequestHandle>> handles;
+    // Submitted together (while the engine is held), both sequences run in the same steps throughout.
+    std::vector<GenerationRequest> requests;
     for (int32_t first : {100, 200}) {
       GenerationRequest r = greedy(random_tokens(12, static_cast<uint32_t>(first)), 8);
       r.processor = std::make_shared<ForcingProcessor>(probe, first);
-      handles.push_back(engine.submit(std::move(r)));
+      requests.push_back(std::move(r));
     }
+    const auto handles = submit_together(engine, std::move(requests));
     for (size_t i = 0; i < handles.size(); ++i) {
       EXPECT_EQ(collect(*handles[i]).tokens, forced_tokens(i == 0 ? 100 : 200, 8));
     }

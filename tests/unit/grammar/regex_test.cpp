@@ -80,7 +80,9 @@ TEST(GrammarRegex, UnsupportedSyntaxIsAnErrorNamingIt) {
   EXPECT_NE(message("a^b").find("'^'"), std::string::npos);
 }
 
-// The classic catastrophic pattern for backtracking engines runs in linear time here.
+// The classic catastrophic pattern for backtracking engines runs in linear time here. A backtracking engine
+// takes about 2^20000 steps on this text, so the bound only needs to be finite: it sits far above the
+// milliseconds the linear walk takes, even under a sanitizer on a loaded machine.
 TEST(GrammarRegex, NoBacktrackingBlowUp) {
   const auto g = regex_grammar("(a+)+b");
   const std::string text(20000, 'a');
@@ -88,7 +90,7 @@ TEST(GrammarRegex, NoBacktrackingBlowUp) {
   EXPECT_FALSE(grammar_matches(g, text));
   EXPECT_TRUE(grammar_matches(g, text + "b"));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(s, 5.0);
+  EXPECT_LT(s, 60.0);
 }
 
 // JSON Schema `pattern`: a search unless anchored, over the JSON-escaped text of the string.
