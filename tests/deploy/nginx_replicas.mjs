@@ -10,6 +10,7 @@
 //   node tests/deploy/nginx_replicas.mjs --bin build/bin --work DIR [--nginx /usr/sbin/nginx]
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { runSessions, streamTurn } from '../../tools/loadtest.mjs';
 import { exited, freePort, startNginx, startReplica, writeNginxConf } from '../../tools/nginx_cluster.mjs';
@@ -27,6 +28,16 @@ let failures = 0;
 function check(cond, what) {
   console.log(`${cond ? 'ok  ' : 'FAIL'} ${what}`);
   if (!cond) ++failures;
+}
+
+// Whether a new TCP connection to the server at `url` is refused (its listener is closed).
+function refused(url) {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const sock = net.connect({ host: hostname, port: Number(port) });
+    sock.once('connect', () => { sock.destroy(); resolve(false); });
+    sock.once('error', (e) => resolve(e.code === 'ECONNREFUSED'));
+  });
 }
 
 function sessionsByReplica(records) {
@@ -130,7 +141,8 @@ async function main() {
                        messages: [{ role: 'user', content: 'Write a long answer.' }] };
     const streams = pinned.slice(0, 3).map((id) => streamTurn(nginx.url, longBody, { 'X-Session-Id': id }));
     // Wait until the target is producing tokens for them, then SIGTERM it.
-    for (let i = 0; i < 300; ++i) {
+    // (Deadlines only bound a broken run: the waits end on the condition.)
+    for (const deadline = performance.now() + 60000; performance.now() < deadline;) {
       const m = await (await fetch(`${target.url}/metrics`)).text();
       const running = Number(m.match(/^spark_num_requests_running (\S+)/m)?.[1] ?? 0);
       if (running >= Math.min(3, pinned.length)) break;
@@ -138,7 +150,9 @@ async function main() {
     }
     target.proc.kill('SIGTERM');
     const termAt = performance.now();
-    await new Promise((r) => setTimeout(r, 200));
+    // The drain closes the listener first: once a connection is refused, nginx can only move on.
+    for (const deadline = performance.now() + 60000; performance.now() < deadline && !(await refused(target.url));)
+      await new Promise((r) => setTimeout(r, 20));
     const during = await Promise.all(pinned.slice(0, 3).map((id) => streamTurn(nginx.url,
       { ...longBody, max_tokens: 4 }, { 'X-Session-Id': id })));
     const finished = await Promise.all(streams);
