@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -64,6 +65,11 @@ struct BenchOptions {
   float top_p = 1.0f;
   int top_k = 0;
   float min_p = 0.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+  int logprobs = -1;                   // -1: none; k: the chosen token's logprob and the top k
+  int logit_bias_ids = 0;              // this many random token ids get a bias of +1 (0: no logit_bias)
   std::string json_schema;             // a schema file: each --concurrency run also constrained by it
   std::string tokenizer_dir;           // tokenizer.json for the constraint (default: -m's folder)
   std::string schema_texts;            // write the constrained runs' texts here (JSON lines)
@@ -72,16 +78,24 @@ struct BenchOptions {
 
 // " T=1 top_p=0.95" and the like: how a --concurrency row sampled, beside its test name.
 std::string sampling_label(const BenchOptions& o) {
-  if (o.temperature <= 0.0f) return "";
   auto num = [](float v) {
     std::ostringstream s;
     s << v;
     return s.str();
   };
-  std::string label = " T=" + num(o.temperature);
-  if (o.top_p < 1.0f) label += " top_p=" + num(o.top_p);
-  if (o.top_k > 0) label += " top_k=" + std::to_string(o.top_k);
-  if (o.min_p > 0.0f) label += " min_p=" + num(o.min_p);
+  std::string label;
+  if (o.temperature > 0.0f) {
+    label = " T=" + num(o.temperature);
+    if (o.top_p < 1.0f) label += " top_p=" + num(o.top_p);
+    if (o.top_k > 0) label += " top_k=" + std::to_string(o.top_k);
+    if (o.min_p > 0.0f) label += " min_p=" + num(o.min_p);
+  }
+  // Penalties, biases and logprobs apply to greedy decoding too.
+  if (o.presence_penalty != 0.0f) label += " presence=" + num(o.presence_penalty);
+  if (o.frequency_penalty != 0.0f) label += " frequency=" + num(o.frequency_penalty);
+  if (o.repetition_penalty != 1.0f) label += " repetition=" + num(o.repetition_penalty);
+  if (o.logit_bias_ids > 0) label += " logit_bias=" + std::to_string(o.logit_bias_ids);
+  if (o.logprobs >= 0) label += " logprobs=" + std::to_string(o.logprobs);
   return label;
 }
 
@@ -642,6 +656,12 @@ int run(const BenchOptions& o) {
           rows.push_back(row);
         }
       }
+      std::map<int32_t, float> logit_bias;
+      {
+        std::mt19937 bias_rng(static_cast<uint32_t>(o.seed) + 7);
+        std::uniform_int_distribution<int32_t> id(0, cfg.vocab_size - 1);
+        while (static_cast<int>(logit_bias.size()) < o.logit_bias_ids) logit_bias[id(bias_rng)] = 1.0f;
+      }
       for (int n : o.concurrency) {
         // With --json-schema the free and the constrained run alternate within each repetition, on the same
         // prompts, so a change of load on a shared machine hits both alike.
@@ -667,6 +687,11 @@ int run(const BenchOptions& o) {
             req.params.top_p = o.top_p;
             req.params.top_k = o.top_k;
             req.params.min_p = o.min_p;
+            req.params.presence_penalty = o.presence_penalty;
+            req.params.frequency_penalty = o.frequency_penalty;
+            req.params.repetition_penalty = o.repetition_penalty;
+            req.params.logprobs = o.logprobs;
+            req.params.logit_bias = logit_bias;
             req.params.seed = static_cast<uint64_t>(i) + 1;
             req.params.max_tokens = o.conc_gen;
             // Constrained: the grammar ends the sequence (the end token is allowed once it can end), as
@@ -812,6 +837,23 @@ int main(int argc, char** argv) {
   app.add_option("--min-p", o.min_p, "min_p of the --concurrency runs")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--presence-penalty", o.presence_penalty, "presence_penalty of the --concurrency runs")
+      ->capture_default_str()
+      ->check(CLI::Range(-2.0f, 2.0f));
+  app.add_option("--frequency-penalty", o.frequency_penalty, "frequency_penalty of the --concurrency runs")
+      ->capture_default_str()
+      ->check(CLI::Range(-2.0f, 2.0f));
+  app.add_option("--repetition-penalty", o.repetition_penalty, "repetition_penalty of the --concurrency runs")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01f, 10.0f));
+  app.add_option("--logprobs", o.logprobs,
+                 "logprobs of the --concurrency runs: top k alternatives (-1: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 20));
+  app.add_option("--logit-bias", o.logit_bias_ids,
+                 "logit_bias of the --concurrency runs: this many random token ids biased by +1 (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 300));
   app.add_option("--json-schema", o.json_schema,
                  "A JSON Schema file: run each --concurrency count again with every sequence held to it "
                  "(the server's grammar path) and print constrained vs free tokens/s");

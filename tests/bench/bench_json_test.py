@@ -58,6 +58,20 @@ def main():
     with open(svg) as f:
         text = f.read()
     check(text.startswith("<svg") and "polyline" in text and "concurrent sequences" in text, "plot SVG")
+    # Sampling settings reach the --concurrency runs and name them (penalties, bias and logprobs apply to
+    # greedy decoding too).
+    for flags, name in (
+        (["--temperature", "0.8", "--top-p", "0.9", "--top-k", "50", "--min-p", "0.05", "--presence-penalty", "0.5",
+          "--frequency-penalty", "0.25", "--repetition-penalty", "1.1", "--logit-bias", "4", "--logprobs", "2"],
+         "conc2 T=0.8 top_p=0.9 top_k=50 min_p=0.05 presence=0.5 frequency=0.25 repetition=1.1 logit_bias=4 logprobs=2"),
+        (["--logprobs", "0"], "conc2 logprobs=0"),
+    ):
+        out = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-t", "1", "-p", "0", "-n", "0",
+                              "-r", "1", "--concurrency", "2", "--conc-prompt", "8", "--conc-gen", "4", "-o", "json"]
+                             + flags, check=True, capture_output=True, text=True)
+        sampled = json.loads(out.stdout)
+        check([r["test"] for r in sampled] == [name], f"sampling rows: {[r['test'] for r in sampled]}")
+        check(all(r["tokens_per_s_median"] > 0 for r in sampled), "sampling rows: tokens/s")
     for f in failures:
         print("FAIL:", f)
     print(f"{1 if not failures else 0} passed, {1 if failures else 0} failed")
