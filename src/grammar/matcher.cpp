@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <exception>
 #include <shared_mutex>
 
 #include "spark/error.h"
@@ -431,6 +432,26 @@ struct CompiledGrammar::Walks {
     other_walks.clear();
     other_walks_size = 0;
   }
+
+  // After an exception inside a walk (std::bad_alloc): the scratch buffers hold leftover bits or numbers
+  // that the next walk would read as its own (extra tokens allowed), and a configuration's returns may be
+  // half computed. Back to the state between walks; the cached state masks are complete (kept only at the
+  // end of their walk) and stay.
+  void reset_after_throw() {
+    clear();
+    std::fill(not_free.begin(), not_free.end(), 0);
+    std::fill(mask_scratch.begin(), mask_scratch.end(), 0);
+    std::fill(sig_id.begin(), sig_id.end(), UINT32_MAX);
+  }
+
+  // Calls reset_after_throw() when its scope is left by an exception.
+  struct ResetOnThrow {
+    Walks& w;
+    const int exceptions = std::uncaught_exceptions();
+    ~ResetOnThrow() {
+      if (std::uncaught_exceptions() > exceptions) w.reset_after_throw();
+    }
+  };
 };
 
 namespace {
@@ -649,7 +670,7 @@ std::shared_ptr<const StateMask> TokenVocab::shared_mask(const std::string& sign
 }
 
 void TokenVocab::share_mask(const std::string& signature, std::shared_ptr<const StateMask> mask) const {
-  constexpr size_t kMaxShared = 2048;  // 16 KiB each on a 131k vocabulary
+  constexpr size_t kMaxShared = 2048;  // at most 16 KiB each on a 131k vocabulary (most a few hundred bytes)
   std::lock_guard<std::mutex> lock(shared_mutex_);
   if (shared_.size() < kMaxShared) shared_.emplace(signature, std::move(mask));
 }
@@ -777,16 +798,6 @@ const CompiledGrammar::StateMask& CompiledGrammar::state_mask_locked(uint32_t st
   return *masks_.emplace(state, std::move(m)).first->second;
 }
 
-const CompiledGrammar::StateMask& CompiledGrammar::state_mask(uint32_t state) const {
-  {
-    std::shared_lock<std::shared_mutex> lock(mutex_);
-    auto it = masks_.find(state);
-    if (it != masks_.end()) return *it->second;  // never erased: the reference outlives the lock
-  }
-  std::unique_lock<std::shared_mutex> lock(mutex_);
-  return state_mask_locked(state);
-}
-
 bool CompiledGrammar::fill_cached(const std::vector<Head>& heads, const std::vector<Frame>& frames,
                                   std::vector<uint64_t>& bits) const {
   std::shared_lock<std::shared_mutex> lock(mutex_);
@@ -820,6 +831,7 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
   // What the cached pass ORed in is a subset of the mask: the full pass below may OR it again.
   if (fill_cached(heads, frames, bits)) return;
   std::unique_lock<std::shared_mutex> lock(mutex_);
+  const Walks::ResetOnThrow reset_on_throw{*walks_};
   constexpr size_t kMaxConfigurations = 200000;  // bounds the cache when stacks keep growing
   if (walks_->keys.size() > kMaxConfigurations) walks_->clear();
   if (walks_->returns_tokens > (size_t{1} << 23)) {  // 32 MiB of cached returns
@@ -883,6 +895,7 @@ size_t CompiledGrammar::keep_within(const std::vector<Head>& heads, const std::v
                                     std::vector<uint64_t>& bits, uint32_t bytes) const {
   const std::vector<uint32_t>& d = distances();
   std::unique_lock<std::shared_mutex> lock(mutex_);
+  const Walks::ResetOnThrow reset_on_throw{*walks_};
   constexpr size_t kMaxConfigurations = 200000;
   if (walks_->keys.size() > kMaxConfigurations) walks_->clear();
   const TokenVocab& v = *vocab_;

@@ -149,7 +149,6 @@ class CompiledGrammar {
   const TokenVocab& vocab() const { return *vocab_; }
 
   using StateMask = grammar::StateMask;
-  const StateMask& state_mask(uint32_t state) const;
   // The tokens the heads allow next (ORed into bits, sized to the vocabulary), end tokens aside. The
   // grammar's caches are shared by every matcher of the grammar: when they hold every head's masks (the
   // usual step) it reads them under a shared lock, so matchers of one schema fill in parallel; a first
