@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -22,6 +23,9 @@ class BackgroundBatch {
   BackgroundBatch& operator=(const BackgroundBatch&) = delete;
 
   int threads() const { return pool_.size(); }
+  // Pause instructions its pool's workers executed waiting for tasks (ThreadPool::idle_spins): the pool
+  // sleeps at once between batches, on cores the forward pass needs, so this stays 0.
+  uint64_t idle_spins() { return pool_.idle_spins(); }
 
   // Starts fn(task) for every task in [0, n_tasks) and returns at once. fn must not throw. At most one
   // batch is in flight: start() waits for the previous one first.

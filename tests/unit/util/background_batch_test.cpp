@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace spark {
@@ -47,6 +48,20 @@ TEST(BackgroundBatch, ConsecutiveBatchesAndDestructionWithOneInFlight) {
     // The last batch may still be running here: the destructor waits for it.
   }
   EXPECT_EQ(done.load(), 500);
+}
+
+// The engine's mask threads run beside the compute pool: between batches they must block at once, not spin
+// on the cores the forward pass is using (counted, not timed).
+TEST(BackgroundBatch, WorkersNeverSpinBetweenBatches) {
+  BackgroundBatch batch(3);
+  std::atomic<int> done{0};
+  for (int rep = 0; rep < 100; ++rep) {
+    batch.start(4, [&](size_t) { done.fetch_add(1); });
+    batch.wait();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(done.load(), 400);
+  EXPECT_EQ(batch.idle_spins(), 0u);
 }
 
 }  // namespace spark
