@@ -11,6 +11,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 namespace spark {
@@ -21,6 +24,17 @@ using namespace std::chrono_literals;
 // A listen() that missed the stop never returns, so the bound only turns that hang into a failure; it is
 // far above the milliseconds a stop takes, however loaded the machine.
 constexpr auto kStopBound = 60s;
+
+// Joins the listener once listen() has returned; if it has not within the bound, fails the test and ends
+// the process at once (joining would hang, and destroying a joinable thread would abort without a report).
+void expect_stopped_then_join(HttpServer& http, std::thread& listener, const std::string& what) {
+  if (!http.wait_stopped(kStopBound)) {
+    ADD_FAILURE() << "listen() did not return within " << kStopBound.count() << " s of stop(): " << what;
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
+  listener.join();
+}
 
 struct TestContext : ServerContext {
   TestContext() {
@@ -51,8 +65,7 @@ TEST(HttpServerStop, StopBeforeListenMakesListenReturnAtOnce) {
   http.stop();
   EXPECT_EQ(connect_errno(port), ECONNREFUSED);
   std::thread listener([&] { http.listen(); });
-  EXPECT_TRUE(http.wait_stopped(kStopBound));
-  listener.join();
+  expect_stopped_then_join(http, listener, "stop before listen");
 }
 
 TEST(HttpServerStop, StopRacingListenAlwaysEnds) {
@@ -63,8 +76,7 @@ TEST(HttpServerStop, StopRacingListenAlwaysEnds) {
     std::thread listener([&] { http.listen(); });
     if (i % 2) std::this_thread::sleep_for(std::chrono::microseconds(50 * i));
     http.stop();
-    ASSERT_TRUE(http.wait_stopped(kStopBound)) << "iteration " << i;
-    listener.join();
+    expect_stopped_then_join(http, listener, "iteration " + std::to_string(i));
   }
 }
 
@@ -76,8 +88,7 @@ TEST(HttpServerStop, StopWhileServingRefusesNewConnections) {
   // Serving: connections are accepted (the backlog takes them even before accept() runs).
   EXPECT_EQ(connect_errno(port), 0);
   http.stop();
-  EXPECT_TRUE(http.wait_stopped(kStopBound));
-  listener.join();
+  expect_stopped_then_join(http, listener, "stop while serving");
   EXPECT_EQ(connect_errno(port), ECONNREFUSED);
 }
 
