@@ -43,8 +43,8 @@ void fill_logprobs(std::span<const float> raw, int32_t chosen, int top, TokenEve
     ev.top_logprobs.emplace_back(idx[i], raw[static_cast<size_t>(idx[i])] - log_z);
 }
 
-// top-p buckets: weights are exp(logit - max) in (0, 1]; 64 binary exponents below 1, 16 steps each. Weights
-// under 2^-63 share the last bucket (sorted whole only if the cut falls among them).
+// top-p buckets: weights are exp(logit - max) in (0, 1]; 64 binary exponents below 1, 16 steps each. The last
+// bucket holds everything under 2^-63 * 17/16 (sorted whole only if the cut falls among them).
 constexpr int kTopPBuckets = 64 * 16;
 
 inline int top_p_bucket(double weight) {

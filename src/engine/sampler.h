@@ -32,9 +32,10 @@ struct SamplingCandidate {
 
 // The tokens sampling with `params` may choose (top-k, then min-p, then top-p applied to the finite logits),
 // in no particular order. The vocabulary is not sorted (a full sort of 131,072 logits per sequence per
-// token was the cost of sampling): top-k selects, top-p sorts only the candidates in the weight bucket of
-// its cut (all of them only when every weight is equal, e.g. after a grammar mask). The set is
-// the one a full sort gives (up to one token where the cut lands within rounding of top_p).
+// token was the cost of sampling): top-k selects; top-p sorts a peaked row's few leading candidates (up to
+// 4,096), and on a flat row only the candidates in the weight bucket of its cut (1/16 of a binary octave
+// wide: all of them when every weight falls in one bucket, e.g. equal logits after a grammar mask). The set
+// is the one a full sort gives (up to one token where the cut lands within rounding of top_p).
 // `params.temperature` must be > 0.
 void select_sampling_candidates(std::span<const float> logits, const SamplingParams& params,
                                 std::vector<SamplingCandidate>& out);

@@ -75,7 +75,8 @@ async function main() {
     // Affinity.
     const t0 = performance.now();
     // The issue's load: 24 agent sessions x 6 turns.
-    const a = await runSessions({ url: nginx.url, sessions: 24, turns: 6, concurrency: 8, maxTokens: 12 });
+    const SESSIONS = 24, TURNS = 6;
+    const a = await runSessions({ url: nginx.url, sessions: SESSIONS, turns: TURNS, concurrency: 8, maxTokens: 12 });
     console.log('affinity run:', JSON.stringify(a.summary));
     check(a.summary.errors === 0, `affinity: all ${a.records.length} requests succeeded (${a.summary.errors} errors)`);
     const where = sessionsByReplica(a.records);
@@ -86,7 +87,7 @@ async function main() {
     const laterTurns = a.records.filter((r) => r.turn > 0).map((r) => [
       a.records.find((p) => p.session === r.session && p.turn === r.turn - 1), r]);
     const short = laterTurns.filter(([prev, r]) => !(r.cachedTokens >= Math.floor(prev.promptTokens / BLOCK) * BLOCK));
-    check(laterTurns.length === 24 * 5 && short.length === 0,
+    check(laterTurns.length === SESSIONS * (TURNS - 1) && short.length === 0,
           `affinity: all ${laterTurns.length} turns from turn 2 on reused the previous prompt's blocks ` +
           `(cached share ${a.summary.cached_share_from_turn2}; short: ` +
           `${short.map(([prev, r]) => `${r.cachedTokens}/${prev.promptTokens}`).join(', ') || 'none'})`);
