@@ -133,6 +133,8 @@ struct SharedPrefixRow {
   int64_t prompt_tokens = 0;    // of the S sessions, summed
   int64_t computed_tokens = 0;  // of them, run through the model (median over repetitions)
   int64_t cached_tokens = 0;    // of them, served from the cache (median over repetitions)
+  // The samples behind the medians, one repetition's after another (run_shared_prefix appends).
+  std::vector<double> first_s, later_s, warm_s, own_s, computed_s, cached_s;
 };
 
 void progress(const std::string& what) {
@@ -239,21 +241,21 @@ std::vector<double> ttft_of(Engine& engine, const std::vector<std::vector<int32_
   return ttft;
 }
 
-SharedPrefixRow run_shared_prefix(const BenchOptions& o, const std::shared_ptr<SparkModel>& model,
-                                  int threads, int sessions, std::mt19937& rng) {
+// Runs `reps` more repetitions into `row` (whose quant, threads and sessions are set) and summarizes
+// all of its samples so far.
+void run_shared_prefix(const BenchOptions& o, const std::shared_ptr<SparkModel>& model, int reps,
+                       SharedPrefixRow& row, std::mt19937& rng) {
   const ModelConfig& cfg = model->config();
-  SharedPrefixRow row;
-  row.quant = kernels::weight_format_name(model->weight_format());
-  row.threads = threads;
-  row.sessions = sessions;
+  const int threads = row.threads, sessions = row.sessions;
   // Room for every session at once plus the cache's blocks (full and sliding) of all of them.
   KvPagePool probe(cfg, 16, 0, false, parse_kv_cache_dtype(o.kv_cache_dtype));
   const int64_t tokens = o.shared_prefix + o.session_tokens + 16;
   const int64_t blocks = (tokens + 15) / 16;
   const int64_t pages = (sessions + 1) * (probe.ring_pages() + blocks * (1 + probe.slide_pages_per_block()));
-  std::vector<double> first, later, warm, own, computed, cached;
+  std::vector<double>&first = row.first_s, &later = row.later_s, &warm = row.warm_s, &own = row.own_s,
+  &computed = row.computed_s, &cached = row.cached_s;
   // No warm-up run: the weights are loaded and resident, and every repetition starts a fresh engine.
-  for (int r = 1; r <= o.reps; ++r) {
+  for (int r = 1; r <= reps; ++r) {
     EngineOptions eo;
     eo.threads = threads;
     eo.max_num_seqs = std::max(64, sessions + 1);
@@ -276,8 +278,8 @@ SharedPrefixRow run_shared_prefix(const BenchOptions& o, const std::shared_ptr<S
     const double w = ttft_of(engine, {session()}, c2, k2)[0];
     const double alone = ttft_of(engine, {random_tokens(o.session_tokens, cfg.vocab_size, rng)}, c2, k2)[0];
     progress("shared-prefix " + std::to_string(o.shared_prefix) + " x" + std::to_string(sessions) +
-             " t=" + std::to_string(threads) + (r == 0 ? " warm-up" : " rep " + std::to_string(r)) +
-             ": first " + std::to_string(t[0]) + " s, computed " + std::to_string(c) + " of " +
+             " t=" + std::to_string(threads) + " rep " + std::to_string(first.size() + 1) + ": first " +
+             std::to_string(t[0]) + " s, computed " + std::to_string(c) + " of " +
              std::to_string(sessions * (o.shared_prefix + o.session_tokens)) +
              " prompt tokens, next session " + std::to_string(w) + " s");
     // The first submitted session computes the prefix; the others wait for its blocks.
@@ -295,7 +297,6 @@ SharedPrefixRow run_shared_prefix(const BenchOptions& o, const std::shared_ptr<S
   row.prompt_tokens = static_cast<int64_t>(sessions) * (o.shared_prefix + o.session_tokens);
   row.computed_tokens = static_cast<int64_t>(summarize(computed).median);
   row.cached_tokens = static_cast<int64_t>(summarize(cached).median);
-  return row;
 }
 
 // The same own tokens timed three ways at the model level (no engine), to say what "its own tokens"
@@ -308,10 +309,14 @@ struct OwnTokensRow {
   int threads = 0;
   Stats in_place{}, resumed{}, adopt{}, alone{};
   int samples_in_place = 0, samples_other = 0;
+  std::vector<double> in_place_s, resumed_s, adopt_s, alone_s;  // the samples, appended per repetition
+  // Per repetition: the engine's next new session (SharedPrefixRow::warm) over (a) of the same repetition.
+  std::vector<double> engine_over_in_place;
 };
 
-OwnTokensRow run_own_tokens(const BenchOptions& o, const std::shared_ptr<SparkModel>& model, ThreadPool& pool,
-                            int threads, std::mt19937& rng) {
+// Runs `reps` more repetitions into `row` (whose threads is set) and summarizes all its samples so far.
+void run_own_tokens(const BenchOptions& o, const std::shared_ptr<SparkModel>& model, ThreadPool& pool,
+                    int reps, OwnTokensRow& row, std::mt19937& rng) {
   const ModelConfig& cfg = model->config();
   constexpr int64_t kChunk = 512;  // EngineOptions::max_num_batched_tokens
   constexpr int kInner = 3;
@@ -333,11 +338,11 @@ OwnTokensRow run_own_tokens(const BenchOptions& o, const std::shared_ptr<SparkMo
     SequenceChunk chunk{&kv, tokens, n, mode};
     model->forward(std::span<const SequenceChunk>(&chunk, 1), logits, pool);
   };
-  OwnTokensRow row;
-  row.threads = threads;
-  std::vector<double> in_place, resumed, adopt, alone;
+  const int threads = row.threads;
+  std::vector<double>&in_place = row.in_place_s, &resumed = row.resumed_s, &adopt = row.adopt_s,
+  &alone = row.alone_s;
   const int64_t n_prefix = o.shared_prefix / bs * bs;
-  for (int r = 1; r <= o.reps; ++r) {
+  for (int r = 1; r <= reps; ++r) {
     const auto prefix = random_tokens(static_cast<int>(n_prefix), cfg.vocab_size, rng);
     const auto mine = random_tokens(o.session_tokens, cfg.vocab_size, rng);
     SequenceKv a(kv_pool);
@@ -356,7 +361,7 @@ OwnTokensRow run_own_tokens(const BenchOptions& o, const std::shared_ptr<SparkMo
     for (int i = 0; i < kInner; ++i) {
       SequenceKv b(kv_pool);
       t = Clock::now();
-      if (!b.adopt_prefix(blocks, slide_ptrs)) throw Error("own-tokens bench: adopt_prefix failed");
+      if (!b.adopt_prefix(blocks, slide_ptrs, &pool)) throw Error("own-tokens bench: adopt_prefix failed");
       adopt.push_back(seconds_since(t));
       step(b, mine.data(), o.session_tokens, LogitsMode::kLast);
       resumed.push_back(seconds_since(t));
@@ -369,8 +374,9 @@ OwnTokensRow run_own_tokens(const BenchOptions& o, const std::shared_ptr<SparkMo
       for (int page : v) kv_pool.release(page);
     }
     progress("own tokens after " + std::to_string(n_prefix) + " t=" + std::to_string(threads) + " rep " +
-             std::to_string(r) + ": in place " + std::to_string(in_place.back()) + " s, resumed " +
-             std::to_string(resumed.back()) + " s, alone " + std::to_string(alone.back()) + " s");
+             std::to_string(in_place.size()) + ": in place " + std::to_string(in_place.back()) +
+             " s, resumed " + std::to_string(resumed.back()) + " s, alone " + std::to_string(alone.back()) +
+             " s");
   }
   row.in_place = summarize(in_place);
   row.resumed = summarize(resumed);
@@ -378,7 +384,6 @@ OwnTokensRow run_own_tokens(const BenchOptions& o, const std::shared_ptr<SparkMo
   row.alone = summarize(alone);
   row.samples_in_place = static_cast<int>(in_place.size());
   row.samples_other = static_cast<int>(resumed.size());
-  return row;
 }
 
 std::string format_own_tokens(const std::vector<OwnTokensRow>& rows,
@@ -389,19 +394,26 @@ std::string format_own_tokens(const std::vector<OwnTokensRow>& rows,
       << "-token prefix, medians [min-max]\n\n";
   out << "| threads | (a) in place (s) | (b) resumed from cache (s) | of which adopt (s) | (c) alone at 0 "
          "(s) | "
-         "b / a | engine: next new session (s) / a |\n";
-  out << "|---:|---:|---:|---:|---:|---:|---:|\n";
+         "b / a | engine: next new session (s) / a | same repetition: engine / a, median [min-max] |\n";
+  out << "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& r : rows) {
     double engine_warm = 0.0;
     for (const auto& s : shared) {
       if (s.threads == r.threads && engine_warm == 0.0) engine_warm = s.warm.median;
     }
+    std::string paired = "-";
+    if (!r.engine_over_in_place.empty()) {
+      const Stats p = summarize(r.engine_over_in_place);
+      char b[64];
+      std::snprintf(b, sizeof b, "%.2f [%.2f-%.2f]", p.median, p.min, p.max);
+      paired = b;
+    }
     std::snprintf(
         buf, sizeof buf,
-        "| %d | %.3f [%.3f-%.3f] | %.3f [%.3f-%.3f] | %.4f | %.3f [%.3f-%.3f] | %.2f | %.3f / %.2f |\n",
+        "| %d | %.3f [%.3f-%.3f] | %.3f [%.3f-%.3f] | %.4f | %.3f [%.3f-%.3f] | %.2f | %.3f / %.2f | %s |\n",
         r.threads, r.in_place.median, r.in_place.min, r.in_place.max, r.resumed.median, r.resumed.min,
         r.resumed.max, r.adopt.median, r.alone.median, r.alone.min, r.alone.max,
-        r.resumed.median / r.in_place.median, engine_warm, engine_warm / r.in_place.median);
+        r.resumed.median / r.in_place.median, engine_warm, engine_warm / r.in_place.median, paired.c_str());
     out << buf;
   }
   std::snprintf(buf, sizeof buf, "\n(a): %d samples, (b) and (c): %d samples per thread count.\n",
@@ -759,8 +771,23 @@ int run(const BenchOptions& o) {
         }
       }
       if (o.shared_prefix > 0) {
-        own_rows.push_back(run_own_tokens(o, model, pool, threads, rng));
-        for (int n : o.sessions) shared_rows.push_back(run_shared_prefix(o, model, threads, n, rng));
+        // One repetition of the model-level runs, then one of each engine run, and again: the engine's next
+        // new session is compared with (a) measured minutes apart, not a whole phase apart.
+        OwnTokensRow own;
+        own.threads = threads;
+        std::vector<SharedPrefixRow> shared(o.sessions.size());
+        for (size_t i = 0; i < shared.size(); ++i) {
+          shared[i].quant = kernels::weight_format_name(model->weight_format());
+          shared[i].threads = threads;
+          shared[i].sessions = o.sessions[i];
+        }
+        for (int r = 0; r < o.reps; ++r) {
+          run_own_tokens(o, model, pool, 1, own, rng);
+          for (auto& row : shared) run_shared_prefix(o, model, 1, row, rng);
+          own.engine_over_in_place.push_back(shared[0].warm_s.back() / own.in_place_s.back());
+        }
+        own_rows.push_back(std::move(own));
+        shared_rows.insert(shared_rows.end(), shared.begin(), shared.end());
       }
     }
   }

@@ -143,7 +143,7 @@ int run_generate(const GenerateOptions& o) {
     }
     kv = std::make_unique<SequenceKv>(kv_pool);
     PrefixCache::Match hit = cache.lookup(prompt, o.resume_at);
-    if (hit.tokens != o.resume_at || !kv->adopt_prefix(hit.full_pages, hit.slide)) {
+    if (hit.tokens != o.resume_at || !kv->adopt_prefix(hit.full_pages, hit.slide, &pool)) {
       throw Error("--resume-at: the prefix cache gave " + std::to_string(hit.tokens) + " of " +
                   std::to_string(o.resume_at) + " tokens");
     }

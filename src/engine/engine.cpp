@@ -403,7 +403,7 @@ class Engine::Impl {
         s.cached_blocks = 0;
         s.cache_parent = PrefixCache::kRootHash;
         s.chain_ok = true;
-        if (hit.tokens > 0 && s.kv->adopt_prefix(hit.full_pages, hit.slide)) {
+        if (hit.tokens > 0 && s.kv->adopt_prefix(hit.full_pages, hit.slide, &pool_)) {
           s.cached_blocks = hit.tokens / opt_.block_size;
           s.cache_parent = hit.last_hash;
         } else {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "spark/error.h"
+#include "util/thread_pool.h"
 
 namespace spark {
 
@@ -172,7 +173,8 @@ void SequenceKv::clear() {
   num_tokens_ = 0;
 }
 
-bool SequenceKv::adopt_prefix(const std::vector<int>& blocks, const std::vector<const int*>& slide) {
+bool SequenceKv::adopt_prefix(const std::vector<int>& blocks, const std::vector<const int*>& slide,
+                              ThreadPool* threads) {
   if (num_tokens_ != 0 || !blocks_.empty()) throw Error("adopt_prefix needs an empty sequence");
   const int64_t bs = pool_.block_size();
   const int64_t n = static_cast<int64_t>(blocks.size()) * bs;
@@ -180,22 +182,32 @@ bool SequenceKv::adopt_prefix(const std::vector<int>& blocks, const std::vector<
   const int64_t first = std::max<int64_t>(0, n - cap);
   if (static_cast<int64_t>(slide.size()) < static_cast<int64_t>(blocks.size()))
     throw Error("adopt_prefix: no sliding blocks given");
+  for (int64_t b = first / bs; b < static_cast<int64_t>(blocks.size()) && pool_.num_sliding_layers() > 0;
+       ++b) {
+    if (slide[static_cast<size_t>(b)] == nullptr)
+      throw Error("adopt_prefix: a sliding block inside the window is missing");
+  }
   if (!ensure_ring()) return false;
   for (int b : blocks) {
     pool_.add_ref(b);
     blocks_.push_back(b);
   }
-  if (pool_.num_sliding_layers() > 0) {
-    for (int64_t pos = first; pos < n; ++pos) {
-      const int* pages = slide[static_cast<size_t>(pos / bs)];
-      if (pages == nullptr) throw Error("adopt_prefix: a sliding block inside the window is missing");
-      for (int l = 0; l < pool_.num_sliding_layers(); ++l) {
-        for (int kv = 0; kv < 2; ++kv) {
-          std::memcpy(ring_entry(l, pos, kv), pool_.slide_entry(pages, l, pos, kv),
-                      static_cast<size_t>(pool_.kv_dim()) * static_cast<size_t>(pool_.element_bytes()));
-        }
+  // One task per (sliding layer, K or V): the tasks write disjoint ring entries.
+  const size_t bytes = static_cast<size_t>(pool_.kv_dim()) * static_cast<size_t>(pool_.element_bytes());
+  auto fill = [&](size_t begin, size_t end) {
+    for (size_t task = begin; task < end; ++task) {
+      const int l = static_cast<int>(task / 2), kv = static_cast<int>(task % 2);
+      for (int64_t pos = first; pos < n; ++pos) {
+        std::memcpy(ring_entry(l, pos, kv),
+                    pool_.slide_entry(slide[static_cast<size_t>(pos / bs)], l, pos, kv), bytes);
       }
     }
+  };
+  const size_t tasks = 2 * static_cast<size_t>(pool_.num_sliding_layers());
+  if (threads != nullptr && threads->size() > 1) {
+    threads->parallel_for(tasks, 1, fill);
+  } else {
+    fill(0, tasks);
   }
   num_tokens_ = n;
   return true;

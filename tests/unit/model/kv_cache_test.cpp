@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "model/synthetic_checkpoint.h"
+#include "spark/error.h"
 #include "spark/model_config.h"
 #include "util/half.h"
 #include "util/process_memory.h"
+#include "util/thread_pool.h"
 
 namespace spark {
 
@@ -211,6 +213,25 @@ TEST_P(AdoptPrefix, SharesBlocksAndFillsTheRingFromCapturedSlidingBlocks) {
       EXPECT_EQ(get(dt, b.ring_values(l, pos)), static_cast<float>(-40 * l - pos));
     }
   }
+  // Split over a pool (the engine's resume), the ring is filled the same; a sliding block missing inside
+  // the window is refused before the sequence takes any reference or page.
+  ThreadPool threads(3);
+  SequenceKv c(pool);
+  ASSERT_TRUE(c.adopt_prefix(a.blocks(), slide, &threads));
+  for (int64_t pos = 48 - (cfg.sliding_window - 1); pos < 48; ++pos) {
+    for (int l = 0; l < cfg.num_sliding_layers(); ++l) {
+      EXPECT_EQ(get(dt, c.ring_keys(l, pos)), static_cast<float>(40 * l + pos));
+      EXPECT_EQ(get(dt, c.ring_values(l, pos)), static_cast<float>(-40 * l - pos));
+    }
+  }
+  c.clear();
+  const int64_t in_use = pool.pages_in_use();
+  std::vector<const int*> holed = slide;
+  holed[1] = nullptr;  // positions 17..31 of the window
+  SequenceKv d(pool);
+  EXPECT_THROW(d.adopt_prefix(a.blocks(), holed, &threads), Error);
+  EXPECT_EQ(pool.pages_in_use(), in_use);
+  EXPECT_EQ(pool.refcount(a.blocks()[0]), 2);
   a.clear();
   b.clear();
   for (auto& pages : captured) {
