@@ -798,38 +798,84 @@ const CompiledGrammar::StateMask& CompiledGrammar::state_mask_locked(uint32_t st
   return *masks_.emplace(state, std::move(m)).first->second;
 }
 
-bool CompiledGrammar::fill_cached(const std::vector<Head>& heads, const std::vector<Frame>& frames,
-                                  std::vector<uint64_t>& bits) const {
-  std::shared_lock<std::shared_mutex> lock(mutex_);
+bool CompiledGrammar::or_heads(const std::vector<Head>& heads, const std::vector<Frame>& frames,
+                               std::vector<uint64_t>& bits, bool compute) const {
+  // Heads often share a state mask (one state under several stacks, equal structures shared by signature):
+  // each is ORed once.
   std::vector<const StateMask*> ored, ended;
   auto first = [](std::vector<const StateMask*>& seen, const StateMask* m) {
     if (std::find(seen.begin(), seen.end(), m) != seen.end()) return false;
     seen.push_back(m);
     return true;
   };
+  std::vector<uint8_t> path;
   for (const Head& h : heads) {
-    auto it = masks_.find(h.state);
-    if (it == masks_.end()) return false;
-    const StateMask& sm = *it->second;
+    const StateMask* m = nullptr;
+    if (compute) {
+      m = &state_mask_locked(h.state);
+    } else if (auto it = masks_.find(h.state); it != masks_.end()) {
+      m = it->second.get();
+    } else {
+      return false;
+    }
+    const StateMask& sm = *m;
     if (first(ored, &sm)) or_into(bits, sm.bits, sm.bits_words);
     if (sm.cd_nodes.empty()) continue;
     if (h.frame == 0) {
+      // Nothing below: the rule's end is the grammar's, after which no byte comes, so the walk with the
+      // real stack would add exactly the tokens that end it (free text that may stop anywhere: no walk).
       if (first(ended, &sm)) or_into(bits, sm.end_bits, sm.end_words);
       continue;
     }
-    auto id = walks_->ids.find(Walks::encode({h}, frames));
-    if (id == walks_->ids.end()) return false;
-    auto ret = walks_->returns.find(id->second);
-    if (ret == walks_->returns.end()) return false;
-    for (uint32_t t : ret->second) bits[t >> 6] |= uint64_t{1} << (t & 63);
+    // Where the state's rule returns, the real stack decides: replay the bytes down to the node, then walk
+    // its subtree; once per configuration (state and stack), the tokens kept.
+    const std::vector<uint32_t>* kept = nullptr;
+    if (!compute) {
+      auto id = walks_->ids.find(Walks::encode({h}, frames));
+      if (id == walks_->ids.end()) return false;
+      auto ret = walks_->returns.find(id->second);
+      if (ret == walks_->returns.end()) return false;
+      kept = &ret->second;
+    } else {
+      const uint32_t start = walks_->intern(Walks::encode({h}, frames));
+      auto [slot, fresh] = walks_->returns.try_emplace(start);
+      std::vector<uint32_t>& tokens = slot->second;
+      if (fresh) {
+        const TokenTrie& v = sm.other_trie ? vocab_->other_trie() : vocab_->trie();
+        TrieWalker walker{grammar_, v,       *walks_, bits,
+                          nullptr,  nullptr, &tokens, sm.other_trie ? nullptr : vocab_.get()};
+        for (uint32_t c : sm.cd_nodes) {
+          path.clear();
+          for (uint32_t n = c; n != 0; n = v.nodes[n].parent) path.push_back(v.nodes[n].byte);
+          uint32_t cfg = start;
+          int32_t t = 0;
+          for (size_t i = path.size(); i-- > 0;) {
+            t = walks_->step(grammar_, cfg, path[i]);
+            if ((t >> 1) == 0) break;
+            cfg = static_cast<uint32_t>(t >> 1) - 1;
+          }
+          const bool alive = (t >> 1) != 0;
+          if (alive || (t & 1)) walker.set_tokens(c);
+          if (alive) walker.walk(c, cfg, false);
+        }
+        tokens.shrink_to_fit();
+        walks_->returns_tokens += tokens.size() + 8;
+      }
+      kept = &tokens;
+    }
+    for (uint32_t t : *kept) bits[t >> 6] |= uint64_t{1} << (t & 63);
   }
   return true;
 }
 
 void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Frame>& frames,
                            std::vector<uint64_t>& bits) const {
-  // What the cached pass ORed in is a subset of the mask: the full pass below may OR it again.
-  if (fill_cached(heads, frames, bits)) return;
+  {
+    // What a lookup pass that stops at a missing entry ORed in is a subset of the mask: the pass that
+    // computes may OR it again.
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    if (or_heads(heads, frames, bits, false)) return;
+  }
   std::unique_lock<std::shared_mutex> lock(mutex_);
   const Walks::ResetOnThrow reset_on_throw{*walks_};
   constexpr size_t kMaxConfigurations = 200000;  // bounds the cache when stacks keep growing
@@ -842,53 +888,7 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
     walks_->other_walks.clear();
     walks_->other_walks_size = 0;
   }
-  // Heads often share a state mask (one state under several stacks, equal structures shared by signature):
-  // each is ORed once.
-  std::vector<const StateMask*> ored, ended;
-  auto first = [](std::vector<const StateMask*>& seen, const StateMask* m) {
-    if (std::find(seen.begin(), seen.end(), m) != seen.end()) return false;
-    seen.push_back(m);
-    return true;
-  };
-  std::vector<uint8_t> path;
-  for (const Head& h : heads) {
-    const StateMask& sm = state_mask_locked(h.state);
-    if (first(ored, &sm)) or_into(bits, sm.bits, sm.bits_words);
-    if (sm.cd_nodes.empty()) continue;
-    if (h.frame == 0) {
-      // Nothing below: the rule's end is the grammar's, after which no byte comes, so the walk with the
-      // real stack would add exactly the tokens that end it (free text that may stop anywhere: no walk).
-      if (first(ended, &sm)) or_into(bits, sm.end_bits, sm.end_words);
-      continue;
-    }
-    // Where the state's rule returns, the real stack decides: replay the bytes down to the node, then walk
-    // its subtree; once per configuration (state and stack), the tokens kept.
-    const uint32_t start = walks_->intern(Walks::encode({h}, frames));
-    auto [slot, fresh] = walks_->returns.try_emplace(start);
-    std::vector<uint32_t>& tokens = slot->second;
-    if (fresh) {
-      const TokenTrie& v = sm.other_trie ? vocab_->other_trie() : vocab_->trie();
-      TrieWalker walker{grammar_, v,       *walks_, bits,
-                        nullptr,  nullptr, &tokens, sm.other_trie ? nullptr : vocab_.get()};
-      for (uint32_t c : sm.cd_nodes) {
-        path.clear();
-        for (uint32_t n = c; n != 0; n = v.nodes[n].parent) path.push_back(v.nodes[n].byte);
-        uint32_t cfg = start;
-        int32_t t = 0;
-        for (size_t i = path.size(); i-- > 0;) {
-          t = walks_->step(grammar_, cfg, path[i]);
-          if ((t >> 1) == 0) break;
-          cfg = static_cast<uint32_t>(t >> 1) - 1;
-        }
-        const bool alive = (t >> 1) != 0;
-        if (alive || (t & 1)) walker.set_tokens(c);
-        if (alive) walker.walk(c, cfg, false);
-      }
-      tokens.shrink_to_fit();
-      walks_->returns_tokens += tokens.size() + 8;
-    }
-    for (uint32_t id : tokens) bits[id >> 6] |= uint64_t{1} << (id & 63);
-  }
+  or_heads(heads, frames, bits, true);
 }
 
 size_t CompiledGrammar::keep_within(const std::vector<Head>& heads, const std::vector<Frame>& frames,

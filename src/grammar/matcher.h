@@ -173,9 +173,10 @@ class CompiledGrammar {
   mutable std::vector<uint32_t> distances_;
   mutable std::unique_ptr<Walks> walks_;
   const StateMask& state_mask_locked(uint32_t state) const;
-  // fill from the caches alone (under the shared lock); false when a mask or return walk is missing.
-  bool fill_cached(const std::vector<Head>& heads, const std::vector<Frame>& frames,
-                   std::vector<uint64_t>& bits) const;
+  // ORs the heads' masks into bits. compute false (shared lock held): from the caches alone, false at the
+  // first state mask or return walk not cached yet; true (exclusive lock held): makes what is missing.
+  bool or_heads(const std::vector<Head>& heads, const std::vector<Frame>& frames, std::vector<uint64_t>& bits,
+                bool compute) const;
 };
 
 class GrammarMatcher {
