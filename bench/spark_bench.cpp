@@ -252,8 +252,12 @@ void run_shared_prefix(const BenchOptions& o, const std::shared_ptr<SparkModel>&
   const int64_t tokens = o.shared_prefix + o.session_tokens + 16;
   const int64_t blocks = (tokens + 15) / 16;
   const int64_t pages = (sessions + 1) * (probe.ring_pages() + blocks * (1 + probe.slide_pages_per_block()));
-  std::vector<double>&first = row.first_s, &later = row.later_s, &warm = row.warm_s, &own = row.own_s,
-  &computed = row.computed_s, &cached = row.cached_s;
+  std::vector<double>& first = row.first_s;
+  std::vector<double>& later = row.later_s;
+  std::vector<double>& warm = row.warm_s;
+  std::vector<double>& own = row.own_s;
+  std::vector<double>& computed = row.computed_s;
+  std::vector<double>& cached = row.cached_s;
   // No warm-up run: the weights are loaded and resident, and every repetition starts a fresh engine.
   for (int r = 1; r <= reps; ++r) {
     EngineOptions eo;
@@ -339,8 +343,10 @@ void run_own_tokens(const BenchOptions& o, const std::shared_ptr<SparkModel>& mo
     model->forward(std::span<const SequenceChunk>(&chunk, 1), logits, pool);
   };
   const int threads = row.threads;
-  std::vector<double>&in_place = row.in_place_s, &resumed = row.resumed_s, &adopt = row.adopt_s,
-  &alone = row.alone_s;
+  std::vector<double>& in_place = row.in_place_s;
+  std::vector<double>& resumed = row.resumed_s;
+  std::vector<double>& adopt = row.adopt_s;
+  std::vector<double>& alone = row.alone_s;
   const int64_t n_prefix = o.shared_prefix / bs * bs;
   for (int r = 1; r <= reps; ++r) {
     const auto prefix = random_tokens(static_cast<int>(n_prefix), cfg.vocab_size, rng);
@@ -772,7 +778,7 @@ int run(const BenchOptions& o) {
       }
       if (o.shared_prefix > 0) {
         // One repetition of the model-level runs, then one of each engine run, and again: the engine's next
-        // new session is compared with (a) measured minutes apart, not a whole phase apart.
+        // new session is compared with (a) of the same repetition, seconds apart rather than phases apart.
         OwnTokensRow own;
         own.threads = threads;
         std::vector<SharedPrefixRow> shared(o.sessions.size());
