@@ -706,10 +706,12 @@ int run(const BenchOptions& o) {
         eo.kv_cache_dtype = o.kv_cache_dtype;
         Engine engine(model, eo);
         const std::string name = "conc" + std::to_string(n);
-        auto once = [&](std::vector<std::vector<int32_t>> prompts, int m, double& per_seq) {
+        // One run: its tokens/s, tokens per sequence and the sampling phase's share of the steps' wall time.
+        auto once = [&](std::vector<std::vector<int32_t>> prompts, int m, double& per_seq, double& sampling) {
           const BenchSampling& sp = *mode_sampling[m];
           const bool constrained = schema_grammar && m == 1;
           std::vector<std::shared_ptr<RequestHandle>> handles;
+          const EngineStats before = engine.stats();
           const auto t = Clock::now();
           for (int i = 0; i < n; ++i) {
             GenerationRequest req;
@@ -747,23 +749,27 @@ int run(const BenchOptions& o) {
           }
           const double rate = static_cast<double>(generated) / seconds_since(t);
           per_seq = static_cast<double>(generated) / n;
+          const EngineStats after = engine.stats();
+          sampling = static_cast<double>(after.sampling_ns - before.sampling_ns) /
+                     static_cast<double>(std::max<int64_t>(1, after.step_ns - before.step_ns));
           if (constrained) check_schema_outputs(outputs, n, threads);
           return rate;
         };
-        std::vector<double> rates[2], per_seq[2];
+        std::vector<double> rates[2], per_seq[2], sampling[2];
         for (int r = 0; r <= o.reps; ++r) {
           std::vector<std::vector<int32_t>> prompts;
           for (int i = 0; i < n; ++i) prompts.push_back(random_tokens(o.conc_prompt, cfg.vocab_size, rng));
           for (int k = 0; k < modes; ++k) {
             const int m = r % 2 == 1 ? modes - 1 - k : k;
-            double tokens = 0;
-            const double rate = once(prompts, m, tokens);
+            double tokens = 0, share = 0;
+            const double rate = once(prompts, m, tokens, share);
             progress(name + mode_label[m] + " t=" + std::to_string(threads) +
                      (r == 0 ? " warm-up" : " rep " + std::to_string(r) + "/" + std::to_string(o.reps)) +
                      ": " + std::to_string(rate) + " t/s");
             if (r == 0) continue;
             rates[m].push_back(rate);
             per_seq[m].push_back(tokens);
+            sampling[m].push_back(share);
           }
         }
         for (int m = 0; m < modes; ++m) {
@@ -792,6 +798,12 @@ int run(const BenchOptions& o) {
                              fixed(summarize(rates[0]).median, 2) + " t/s = " + fixed(100.0 * q.median, 1) +
                              "% [" + fixed(100.0 * q.min, 1) + "-" + fixed(100.0 * q.max, 1) +
                              "%] (median [min-max] of " + std::to_string(o.reps) + " paired repetitions";
+          if (o.vs_greedy) {
+            // Where a difference would come from, less exposed to the machine's load than tokens/s: the
+            // sampling phase's share of the steps' wall time, per mode.
+            line += "; sampling " + fixed(100.0 * summarize(sampling[1]).median, 2) + "% of step time vs " +
+                    fixed(100.0 * summarize(sampling[0]).median, 2) + "%";
+          }
           if (schema_grammar) {
             line += "; " + fixed(summarize(per_seq[1]).median, 1) + " tokens per constrained sequence, " +
                     std::to_string(valid_outputs) + "/" + std::to_string(checked_outputs) + " texts valid";

@@ -85,13 +85,14 @@ def main():
         paired = json.loads(out.stdout)
         check([r["test"] for r in paired] == names, f"--vs-greedy rows: {[r['test'] for r in paired]}")
         m = re.search(r"^conc2 t=1: (.+) ([0-9.]+) t/s vs greedy ([0-9.]+) t/s = ([0-9.]+)% \[([0-9.]+)-([0-9.]+)%\] "
-                      r"\(median \[min-max\] of 3 paired repetitions\)$", out.stderr, re.M)
+                      r"\(median \[min-max\] of 3 paired repetitions; sampling ([0-9.]+)% of step time vs ([0-9.]+)%\)$", out.stderr, re.M)
         check(m is not None, f"--vs-greedy: no comparison line in:\n{out.stderr}")
         if m and len(paired) == 2:
             check(" " + m.group(1) == names[1][len("conc2"):], f"--vs-greedy line names {m.group(1)!r}")
             check(abs(float(m.group(2)) - paired[1]["tokens_per_s_median"]) < 0.01 and
                   abs(float(m.group(3)) - paired[0]["tokens_per_s_median"]) < 0.01, f"--vs-greedy rates: {m.group(0)}")
             check(0 < float(m.group(5)) <= float(m.group(4)) <= float(m.group(6)), f"--vs-greedy ratios: {m.group(0)}")
+            check(0 < float(m.group(7)) < 100 and 0 < float(m.group(8)) < 100, f"--vs-greedy sampling: {m.group(0)}")
     bad = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-p", "0", "-n", "0", "--vs-greedy"],
                          capture_output=True, text=True)
     check(bad.returncode != 0 and "--concurrency" in bad.stderr, f"--vs-greedy without --concurrency: {bad.stderr}")
