@@ -1,7 +1,8 @@
 // spark-bench: llama-bench-style measurements of prefill (ppN), decode (tgN) and concurrent generation
 // (concN) with medians over repetitions, the kernel path, load time and anonymous memory; and the prefix
 // cache serving new sessions that share a long prefix (--shared-prefix N --sessions S); with --json-schema,
-// each --concurrency run again with every sequence held to the schema by the server's grammar path.
+// each --concurrency run again with every sequence held to the schema by the server's grammar path; with
+// --vs-greedy, each --concurrency run both greedy and with the given sampling.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -41,6 +42,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Sampling of the --concurrency runs; the defaults are greedy decoding with nothing else.
+struct BenchSampling {
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  float min_p = 0.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+  int logprobs = -1;       // -1: none; k: the chosen token's logprob and the top k
+  int logit_bias_ids = 0;  // this many random token ids get a bias of +1 (0: no logit_bias)
+};
+
 struct BenchOptions {
   std::string model_dir;
   std::string random_weights;
@@ -61,15 +75,8 @@ struct BenchOptions {
   std::vector<int> sessions;  // sessions arriving together, one run per count
   int session_tokens = 32;    // each session's own tokens after the shared prefix
   // Sampling of the --concurrency runs (greedy by default), so they measure what users run.
-  float temperature = 0.0f;
-  float top_p = 1.0f;
-  int top_k = 0;
-  float min_p = 0.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  float repetition_penalty = 1.0f;
-  int logprobs = -1;                   // -1: none; k: the chosen token's logprob and the top k
-  int logit_bias_ids = 0;              // this many random token ids get a bias of +1 (0: no logit_bias)
+  BenchSampling sampling;
+  bool vs_greedy = false;              // each --concurrency run also greedy, alternating with `sampling`
   std::string json_schema;             // a schema file: each --concurrency run also constrained by it
   std::string tokenizer_dir;           // tokenizer.json for the constraint (default: -m's folder)
   std::string schema_texts;            // write the constrained runs' texts here (JSON lines)
@@ -77,7 +84,7 @@ struct BenchOptions {
 };
 
 // " T=1 top_p=0.95" and the like: how a --concurrency row sampled, beside its test name.
-std::string sampling_label(const BenchOptions& o) {
+std::string sampling_label(const BenchSampling& o) {
   auto num = [](float v) {
     std::ostringstream s;
     s << v;
@@ -520,7 +527,7 @@ int run(const BenchOptions& o) {
                                std::vector<int32_t>(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end())));
     progress("compiled " + o.json_schema + " in " + std::to_string(seconds_since(t)) + " s");
   }
-  std::vector<std::string> schema_lines;
+  std::vector<std::string> comparison_lines;
   int valid_outputs = 0, checked_outputs = 0, invalid_total = 0;
   std::ofstream texts_out;
   if (!o.schema_texts.empty()) texts_out.open(o.schema_texts);
@@ -674,16 +681,26 @@ int run(const BenchOptions& o) {
           rows.push_back(row);
         }
       }
-      std::map<int32_t, float> logit_bias;
-      {
+      // With --json-schema the free (mode 0) and the constrained run (mode 1) alternate within each
+      // repetition, on the same prompts, so a change of load on a shared machine hits both alike; with
+      // --vs-greedy, greedy (mode 0) and the given sampling (mode 1) do. Odd repetitions run mode 1 first, so
+      // a drift within a repetition does not favour one mode.
+      const int modes = schema_grammar || o.vs_greedy ? 2 : 1;
+      const BenchSampling greedy;
+      const BenchSampling& mode0_sampling = o.vs_greedy ? greedy : o.sampling;
+      const BenchSampling* const mode_sampling[2] = {&mode0_sampling, &o.sampling};
+      const std::string label = sampling_label(o.sampling);
+      const std::string mode_label[2] = {
+          o.vs_greedy ? " greedy" : label,
+          schema_grammar ? label + " json-schema" : (label.empty() ? " greedy again" : label)};
+      std::map<int32_t, float> logit_bias[2];
+      for (int m = 0; m < modes; ++m) {
         std::mt19937 bias_rng(static_cast<uint32_t>(o.seed) + 7);
         std::uniform_int_distribution<int32_t> id(0, cfg.vocab_size - 1);
-        while (static_cast<int>(logit_bias.size()) < o.logit_bias_ids) logit_bias[id(bias_rng)] = 1.0f;
+        while (static_cast<int>(logit_bias[m].size()) < mode_sampling[m]->logit_bias_ids)
+          logit_bias[m][id(bias_rng)] = 1.0f;
       }
       for (int n : o.concurrency) {
-        // With --json-schema the free and the constrained run alternate within each repetition, on the same
-        // prompts, so a change of load on a shared machine hits both alike.
-        const int modes = schema_grammar ? 2 : 1;
         // Exactly the KV the run needs: n sequences' rings and blocks.
         EngineOptions eo;
         eo.threads = threads;
@@ -694,22 +711,26 @@ int run(const BenchOptions& o) {
         eo.kv_cache_memory_bytes = n * seq_pages * kv_pool.page_bytes();
         eo.kv_cache_dtype = o.kv_cache_dtype;
         Engine engine(model, eo);
-        const std::string name = "conc" + std::to_string(n) + sampling_label(o);
-        auto once = [&](std::vector<std::vector<int32_t>> prompts, bool constrained, double& per_seq) {
+        const std::string name = "conc" + std::to_string(n);
+        // One run: its tokens/s, tokens per sequence and the sampling phase's share of the steps' wall time.
+        auto once = [&](std::vector<std::vector<int32_t>> prompts, int m, double& per_seq, double& sampling) {
+          const BenchSampling& sp = *mode_sampling[m];
+          const bool constrained = schema_grammar && m == 1;
           std::vector<std::shared_ptr<RequestHandle>> handles;
+          const EngineStats before = engine.stats();
           const auto t = Clock::now();
           for (int i = 0; i < n; ++i) {
             GenerationRequest req;
             req.prompt = std::move(prompts[static_cast<size_t>(i)]);
-            req.params.temperature = o.temperature;
-            req.params.top_p = o.top_p;
-            req.params.top_k = o.top_k;
-            req.params.min_p = o.min_p;
-            req.params.presence_penalty = o.presence_penalty;
-            req.params.frequency_penalty = o.frequency_penalty;
-            req.params.repetition_penalty = o.repetition_penalty;
-            req.params.logprobs = o.logprobs;
-            req.params.logit_bias = logit_bias;
+            req.params.temperature = sp.temperature;
+            req.params.top_p = sp.top_p;
+            req.params.top_k = sp.top_k;
+            req.params.min_p = sp.min_p;
+            req.params.presence_penalty = sp.presence_penalty;
+            req.params.frequency_penalty = sp.frequency_penalty;
+            req.params.repetition_penalty = sp.repetition_penalty;
+            req.params.logprobs = sp.logprobs;
+            req.params.logit_bias = logit_bias[m];
             req.params.seed = static_cast<uint64_t>(i) + 1;
             req.params.max_tokens = o.conc_gen;
             // Constrained: the grammar ends the sequence (the end token is allowed once it can end), as
@@ -734,27 +755,32 @@ int run(const BenchOptions& o) {
           }
           const double rate = static_cast<double>(generated) / seconds_since(t);
           per_seq = static_cast<double>(generated) / n;
+          const EngineStats after = engine.stats();
+          sampling = static_cast<double>(after.sampling_ns - before.sampling_ns) /
+                     static_cast<double>(std::max<int64_t>(1, after.step_ns - before.step_ns));
           if (constrained) check_schema_outputs(outputs, n, threads);
           return rate;
         };
-        std::vector<double> rates[2], per_seq[2];
+        std::vector<double> rates[2], per_seq[2], sampling[2];
         for (int r = 0; r <= o.reps; ++r) {
           std::vector<std::vector<int32_t>> prompts;
           for (int i = 0; i < n; ++i) prompts.push_back(random_tokens(o.conc_prompt, cfg.vocab_size, rng));
-          for (int m = 0; m < modes; ++m) {
-            double tokens = 0;
-            const double rate = once(prompts, m == 1, tokens);
-            progress(name + (m == 1 ? " json-schema" : "") + " t=" + std::to_string(threads) +
+          for (int k = 0; k < modes; ++k) {
+            const int m = r % 2 == 1 ? modes - 1 - k : k;
+            double tokens = 0, share = 0;
+            const double rate = once(prompts, m, tokens, share);
+            progress(name + mode_label[m] + " t=" + std::to_string(threads) +
                      (r == 0 ? " warm-up" : " rep " + std::to_string(r) + "/" + std::to_string(o.reps)) +
                      ": " + std::to_string(rate) + " t/s");
             if (r == 0) continue;
             rates[m].push_back(rate);
             per_seq[m].push_back(tokens);
+            sampling[m].push_back(share);
           }
         }
         for (int m = 0; m < modes; ++m) {
           BenchRow row = base;
-          row.test = name + (m == 1 ? " json-schema" : "");
+          row.test = name + mode_label[m];
           row.n_prompt = o.conc_prompt;
           row.n_gen = o.conc_gen;
           row.concurrency = n;
@@ -766,14 +792,30 @@ int run(const BenchOptions& o) {
           rows.push_back(row);
         }
         if (modes == 2) {
-          const double free_rate = summarize(rates[0]).median, json_rate = summarize(rates[1]).median;
-          schema_lines.push_back(
-              "conc" + std::to_string(n) + " t=" + std::to_string(threads) + ": json-schema " +
-              fixed(json_rate, 2) + " t/s vs free " + fixed(free_rate, 2) +
-              " t/s = " + fixed(100.0 * json_rate / free_rate, 1) + "% (median of " + std::to_string(o.reps) +
-              "; " + fixed(summarize(per_seq[1]).median, 1) + " tokens per constrained sequence, " +
-              std::to_string(valid_outputs) + "/" + std::to_string(checked_outputs) + " texts valid)");
-          valid_outputs = checked_outputs = 0;
+          // Mode 1 over mode 0: the median of the per-repetition ratios (each pair ran back to back on the
+          // same prompts) with their range, beside both medians.
+          std::vector<double> ratios;
+          for (size_t i = 0; i < rates[0].size(); ++i) ratios.push_back(rates[1][i] / rates[0][i]);
+          const Stats q = summarize(ratios);
+          std::string line = name + " t=" + std::to_string(threads) + ":" +
+                             (schema_grammar ? std::string(" json-schema") : mode_label[1]) + " " +
+                             fixed(summarize(rates[1]).median, 2) + " t/s vs " +
+                             (schema_grammar ? "free" : "greedy") + " " +
+                             fixed(summarize(rates[0]).median, 2) + " t/s = " + fixed(100.0 * q.median, 1) +
+                             "% [" + fixed(100.0 * q.min, 1) + "-" + fixed(100.0 * q.max, 1) +
+                             "%] (median [min-max] of " + std::to_string(o.reps) + " paired repetitions";
+          if (o.vs_greedy) {
+            // Where a difference would come from, less exposed to the machine's load than tokens/s: the
+            // sampling phase's share of the steps' wall time, per mode.
+            line += "; sampling " + fixed(100.0 * summarize(sampling[1]).median, 2) + "% of step time vs " +
+                    fixed(100.0 * summarize(sampling[0]).median, 2) + "%";
+          }
+          if (schema_grammar) {
+            line += "; " + fixed(summarize(per_seq[1]).median, 1) + " tokens per constrained sequence, " +
+                    std::to_string(valid_outputs) + "/" + std::to_string(checked_outputs) + " texts valid";
+            valid_outputs = checked_outputs = 0;
+          }
+          comparison_lines.push_back(line + ")");
         }
       }
       if (o.shared_prefix > 0) {
@@ -807,8 +849,8 @@ int run(const BenchOptions& o) {
     if (!shared_rows.empty()) std::fputs(format_shared_prefix(shared_rows, o, desc).c_str(), stdout);
     if (!own_rows.empty()) std::fputs(format_own_tokens(own_rows, shared_rows, o).c_str(), stdout);
   }
-  // Constrained vs free: on stderr with json/csv output, so stdout stays one document.
-  for (const auto& line : schema_lines)
+  // Constrained vs free, or sampling vs greedy: on stderr with json/csv output, so stdout stays one document.
+  for (const auto& line : comparison_lines)
     std::fprintf(o.output == "md" ? stdout : stderr, "%s\n", line.c_str());
   if (texts_out.is_open() && !texts_out) throw Error(o.schema_texts + ": cannot write");
   if (invalid_total > 0)
@@ -858,35 +900,43 @@ int main(int argc, char** argv) {
   app.add_option("--conc-prompt", o.conc_prompt, "Prompt tokens per concurrent sequence")
       ->capture_default_str();
   app.add_option("--conc-gen", o.conc_gen, "Generated tokens per concurrent sequence")->capture_default_str();
-  app.add_option("--temperature", o.temperature, "Sampling temperature of the --concurrency runs (0: greedy)")
+  app.add_option("--temperature", o.sampling.temperature,
+                 "Sampling temperature of the --concurrency runs (0: greedy)")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 100.0f));
-  app.add_option("--top-p", o.top_p, "top_p of the --concurrency runs")
+  app.add_option("--top-p", o.sampling.top_p, "top_p of the --concurrency runs")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 1.0f));
-  app.add_option("--top-k", o.top_k, "top_k of the --concurrency runs (0: off)")
+  app.add_option("--top-k", o.sampling.top_k, "top_k of the --concurrency runs (0: off)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--min-p", o.min_p, "min_p of the --concurrency runs")
+  app.add_option("--min-p", o.sampling.min_p, "min_p of the --concurrency runs")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 1.0f));
-  app.add_option("--presence-penalty", o.presence_penalty, "presence_penalty of the --concurrency runs")
+  app.add_option("--presence-penalty", o.sampling.presence_penalty,
+                 "presence_penalty of the --concurrency runs")
       ->capture_default_str()
       ->check(CLI::Range(-2.0f, 2.0f));
-  app.add_option("--frequency-penalty", o.frequency_penalty, "frequency_penalty of the --concurrency runs")
+  app.add_option("--frequency-penalty", o.sampling.frequency_penalty,
+                 "frequency_penalty of the --concurrency runs")
       ->capture_default_str()
       ->check(CLI::Range(-2.0f, 2.0f));
-  app.add_option("--repetition-penalty", o.repetition_penalty, "repetition_penalty of the --concurrency runs")
+  app.add_option("--repetition-penalty", o.sampling.repetition_penalty,
+                 "repetition_penalty of the --concurrency runs")
       ->capture_default_str()
       ->check(CLI::Range(0.01f, 10.0f));
-  app.add_option("--logprobs", o.logprobs,
+  app.add_option("--logprobs", o.sampling.logprobs,
                  "logprobs of the --concurrency runs: top k alternatives (-1: none)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 20));
-  app.add_option("--logit-bias", o.logit_bias_ids,
+  app.add_option("--logit-bias", o.sampling.logit_bias_ids,
                  "logit_bias of the --concurrency runs: this many random token ids biased by +1 (0: none)")
       ->capture_default_str()
       ->check(CLI::Range(0, 300));
+  app.add_flag(
+      "--vs-greedy", o.vs_greedy,
+      "Run each --concurrency count greedy and with the given sampling, alternating within each "
+      "repetition on the same prompts, and print sampling / greedy tokens/s (per-repetition ratios)");
   app.add_option("--json-schema", o.json_schema,
                  "A JSON Schema file: run each --concurrency count again with every sequence held to it "
                  "(the server's grammar path) and print constrained vs free tokens/s");
@@ -934,6 +984,8 @@ int main(int argc, char** argv) {
     if (o.threads.empty()) throw spark::Error("--threads: give at least one thread count");
     o.concurrency = split_ints(conc, "--concurrency");
     o.sessions = split_ints(sessions, "--sessions");
+    if (o.vs_greedy && !o.json_schema.empty()) throw spark::Error("--vs-greedy and --json-schema: give one");
+    if (o.vs_greedy && o.concurrency.empty()) throw spark::Error("--vs-greedy needs --concurrency");
     if (o.shared_prefix > 0 && o.sessions.empty()) throw spark::Error("--sessions: give at least one count");
     o.quants.clear();
     std::stringstream ss(quants);

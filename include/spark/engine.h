@@ -136,6 +136,8 @@ struct EngineStats {
   int64_t prefix_cache_pages = 0;  // KV pages only the cache holds (with nothing running, every page in use)
   int64_t preemptions = 0;
   int64_t steps = 0;
+  int64_t step_ns = 0;      // wall time of the steps that ran the model, from their plan to their tokens
+  int64_t sampling_ns = 0;  // of it, the sampling phase (every sequence's sampler, in parallel on the pool)
   int waiting = 0;
   int running = 0;
   int64_t kv_pages_total = 0;

@@ -500,6 +500,7 @@ class Engine::Impl {
       budget -= n;
     }
     if (plan.empty()) return;
+    const auto step_start = std::chrono::steady_clock::now();
     for (auto& [s, n] : plan) prepare_capture(*s, n);
 
     std::vector<SequenceChunk> chunks;
@@ -545,6 +546,7 @@ class Engine::Impl {
     // Sample every sequence that produced logits. Each has its own logits row, sampler, random stream and
     // logits processor (whose mask is ready), so they sample in parallel on the compute pool: with 16-64
     // sequences, sampling over a 131k vocabulary is otherwise a serial tail of every step.
+    const auto sampling_start = std::chrono::steady_clock::now();
     const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
     std::vector<size_t> sampled;  // plan index of each logits row
     for (size_t i = 0; i < plan.size(); ++i) {
@@ -570,6 +572,7 @@ class Engine::Impl {
     } else if (!sampled.empty()) {
       sample_row(0);
     }
+    const auto sampling_end = std::chrono::steady_clock::now();
 
     std::vector<Sequence*> done;
     std::vector<FinishReason> reasons;
@@ -610,6 +613,12 @@ class Engine::Impl {
       auto it = std::find_if(running_.begin(), running_.end(), [&](auto& p) { return p.get() == done[i]; });
       finish(**it, reasons[i], errors[i]);
       running_.erase(it);
+    }
+    {
+      const auto ns = [](auto d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); };
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      stats_.step_ns += ns(std::chrono::steady_clock::now() - step_start);
+      stats_.sampling_ns += ns(sampling_end - sampling_start);
     }
   }
 

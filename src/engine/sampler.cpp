@@ -157,12 +157,24 @@ void select_sampling_candidates(std::span<const float> logits, const SamplingPar
                                 std::vector<SamplingCandidate>& out) {
   out.clear();
   const float inv_t = 1.0f / params.temperature;
-  float max_logit = -std::numeric_limits<float>::infinity();
+  constexpr float kForbidden = -std::numeric_limits<float>::infinity();
+  float max_logit = kForbidden;
+  for (const float v : logits) {
+    if (v > kForbidden) max_logit = std::max(max_logit, v * inv_t);  // skips forbidden (and NaN)
+  }
+  // min_p alone (no top_p, whose target counts the whole mass; no top_k, whose order the draw walks): a
+  // candidate whose weight exp(logit - max) is surely under the floor (its exponent below log(min_p) by a
+  // margin far beyond exp's rounding) never becomes one, saving its exp on most of a flat row; the exact
+  // test below decides the rest, so the kept set and its order are the same.
+  const double keep_from = params.min_p > 0.0f && params.top_p >= 1.0f && params.top_k <= 0
+                               ? std::log(std::min(static_cast<double>(params.min_p), 1.0)) - 1e-6
+                               : -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < logits.size(); ++i) {
     const float v = logits[i];
-    if (!(v > -std::numeric_limits<float>::infinity())) continue;  // forbidden (or NaN)
-    out.push_back({v * inv_t, static_cast<int32_t>(i), 0.0});
-    max_logit = std::max(max_logit, v * inv_t);
+    if (!(v > kForbidden)) continue;  // forbidden (or NaN)
+    const float l = v * inv_t;
+    if (static_cast<double>(l - max_logit) < keep_from) continue;
+    out.push_back({l, static_cast<int32_t>(i), 0.0});
   }
   if (params.top_k > 0 && static_cast<size_t>(params.top_k) < out.size()) {
     const auto kth = out.begin() + params.top_k;

@@ -52,7 +52,8 @@ def main():
             failures.append(what)
     check(out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}")
     for n in (1, 3):
-        m = re.search(rf"^conc{n} t=1: json-schema ([0-9.]+) t/s vs free ([0-9.]+) t/s = ([0-9.]+)% \(median of 2; "
+        m = re.search(rf"^conc{n} t=1: json-schema ([0-9.]+) t/s vs free ([0-9.]+) t/s = ([0-9.]+)% \[[0-9.]+-[0-9.]+%\] "
+                      rf"\(median \[min-max\] of 2 paired repetitions; "
                       rf"[0-9.]+ tokens per constrained sequence, (\d+)/(\d+) texts valid\)$", out.stdout, re.M)
         check(m is not None, f"no constrained-vs-free line for conc{n} in:\n{out.stdout}")
         if m:

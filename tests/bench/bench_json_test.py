@@ -5,6 +5,7 @@ an SVG."""
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -72,6 +73,29 @@ def main():
         sampled = json.loads(out.stdout)
         check([r["test"] for r in sampled] == [name], f"sampling rows: {[r['test'] for r in sampled]}")
         check(all(r["tokens_per_s_median"] > 0 for r in sampled), "sampling rows: tokens/s")
+    # --vs-greedy: greedy and the setting alternate in one process, a row each, and a comparison line (on
+    # stderr with -o json) whose two rates are the rows' medians and whose ratio range holds its median.
+    for flags, names in (
+        (["--temperature", "0.8", "--top-p", "0.9"], ["conc2 greedy", "conc2 T=0.8 top_p=0.9"]),
+        ([], ["conc2 greedy", "conc2 greedy again"]),
+    ):
+        out = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-t", "1", "-p", "0", "-n", "0",
+                              "-r", "3", "--concurrency", "2", "--conc-prompt", "8", "--conc-gen", "4", "-o", "json",
+                              "--vs-greedy"] + flags, check=True, capture_output=True, text=True)
+        paired = json.loads(out.stdout)
+        check([r["test"] for r in paired] == names, f"--vs-greedy rows: {[r['test'] for r in paired]}")
+        m = re.search(r"^conc2 t=1: (.+) ([0-9.]+) t/s vs greedy ([0-9.]+) t/s = ([0-9.]+)% \[([0-9.]+)-([0-9.]+)%\] "
+                      r"\(median \[min-max\] of 3 paired repetitions; sampling ([0-9.]+)% of step time vs ([0-9.]+)%\)$", out.stderr, re.M)
+        check(m is not None, f"--vs-greedy: no comparison line in:\n{out.stderr}")
+        if m and len(paired) == 2:
+            check(" " + m.group(1) == names[1][len("conc2"):], f"--vs-greedy line names {m.group(1)!r}")
+            check(abs(float(m.group(2)) - paired[1]["tokens_per_s_median"]) < 0.01 and
+                  abs(float(m.group(3)) - paired[0]["tokens_per_s_median"]) < 0.01, f"--vs-greedy rates: {m.group(0)}")
+            check(0 < float(m.group(5)) <= float(m.group(4)) <= float(m.group(6)), f"--vs-greedy ratios: {m.group(0)}")
+            check(0 < float(m.group(7)) < 100 and 0 < float(m.group(8)) < 100, f"--vs-greedy sampling: {m.group(0)}")
+    bad = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-p", "0", "-n", "0", "--vs-greedy"],
+                         capture_output=True, text=True)
+    check(bad.returncode != 0 and "--concurrency" in bad.stderr, f"--vs-greedy without --concurrency: {bad.stderr}")
     for f in failures:
         print("FAIL:", f)
     print(f"{1 if not failures else 0} passed, {1 if failures else 0} failed")

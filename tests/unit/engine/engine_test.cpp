@@ -203,7 +203,11 @@ TEST_F(EngineTest, ConcurrentRequestsProduceWhatEachProducesAlone) {
   for (auto& h : handles) batched.push_back(collect(*h));
   expect_same(batched, alone);
   for (const auto& r : batched) EXPECT_EQ(r.reason, FinishReason::kLength);
-  EXPECT_GT(engine.stats().steps, 0);
+  const EngineStats stats = engine.stats();
+  EXPECT_GT(stats.steps, 0);
+  // The sampling phase is timed inside the step's own time.
+  EXPECT_GT(stats.sampling_ns, 0);
+  EXPECT_LT(stats.sampling_ns, stats.step_ns);
 }
 
 TEST_F(EngineTest, PrefixCacheHitsDoNotChangeResults) {

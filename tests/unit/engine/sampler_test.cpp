@@ -119,6 +119,52 @@ TEST(Sampler, CandidatesMatchAFullSortOnLargeVocabularies) {
   EXPECT_EQ(cases, 3 * 2 * 6 * 3 * 2);
 }
 
+TEST(Sampler, MinPAloneKeepsExactlyTheCandidatesAtOrAboveTheFloor) {
+  // min_p without top_p or top_k drops most of a flat row before its exp: the candidates, in id order with
+  // their logits and weights, must be exactly those of computing every weight and testing it, including
+  // candidates that sit right at the floor.
+  std::mt19937 rng(11);
+  std::vector<float> logits(32768);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& v : logits) v = normal(rng);
+  for (int i = 0; i < 500; ++i) logits[rng() % logits.size()] = -std::numeric_limits<float>::infinity();
+  for (float temperature : {0.3f, 1.0f, 1.7f}) {
+    for (float min_p : {0.001f, 0.05f, 0.5f, 1.0f}) {
+      SamplingParams p;
+      p.temperature = temperature;
+      p.min_p = min_p;
+      const float inv_t = 1.0f / temperature;
+      auto max_of = [&] {
+        float m = -std::numeric_limits<float>::infinity();
+        for (float v : logits) {
+          if (v > -std::numeric_limits<float>::infinity()) m = std::max(m, v * inv_t);
+        }
+        return m;
+      };
+      // One logit placed on the floor's exponent and one a float step below it.
+      const float at = max_of() + static_cast<float>(std::log(static_cast<double>(min_p)));
+      logits[17] = std::nextafter(at, -1e9f) / inv_t;
+      logits[18] = at / inv_t;
+      const float max_logit = max_of();
+      std::vector<SamplingCandidate> want;
+      for (size_t i = 0; i < logits.size(); ++i) {
+        if (!(logits[i] > -std::numeric_limits<float>::infinity())) continue;
+        const float l = logits[i] * inv_t;
+        const double w = std::exp(static_cast<double>(l - max_logit));
+        if (w >= static_cast<double>(min_p)) want.push_back({l, static_cast<int32_t>(i), w});
+      }
+      std::vector<SamplingCandidate> got;
+      select_sampling_candidates(logits, p, got);
+      ASSERT_EQ(got.size(), want.size()) << "T " << temperature << " min_p " << min_p;
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].id, want[i].id);
+        EXPECT_EQ(got[i].logit, want[i].logit);
+        EXPECT_EQ(got[i].weight, want[i].weight);
+      }
+    }
+  }
+}
+
 TEST(Sampler, RepetitionPenaltyTouchesOnlySeenTokens) {
   SamplingParams p;
   p.temperature = 0.0f;
