@@ -2,12 +2,13 @@
 """spark-bench --json-schema on a tiny generated checkpoint: a constrained-vs-free line per concurrency, and
 every constrained text (written by --schema-texts) parses as JSON and is valid for the schema, checked here
 independently of the engine's own validator."""
-import argparse
 import json
 import os
 import re
 import subprocess
 import sys
+
+from bench_common import tiny_checkpoint
 
 SCHEMA = {
     "type": "object",
@@ -29,14 +30,7 @@ def valid(v):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("--work-dir", required=True)
-    args = ap.parse_args()
-    os.makedirs(args.work_dir, exist_ok=True)
-    model = os.path.join(args.work_dir, "bench-schema-tiny")
-    subprocess.run([os.path.join(args.bin_dir, "spark-make-checkpoint"), "--preset", "tiny", "--seed", "7",
-                    "-o", model], check=True)
+    args, model = tiny_checkpoint("bench-schema-tiny", 7)
     schema = os.path.join(args.work_dir, "person.schema.json")
     with open(schema, "w") as f:
         json.dump(SCHEMA, f)

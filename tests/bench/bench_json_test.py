@@ -2,12 +2,13 @@
 """spark-bench on a tiny generated checkpoint: `-r 2 -o json` must print one JSON array whose rows carry
 every documented field with sane values, for prefill, decode and concurrency rows, and --plot must write
 an SVG."""
-import argparse
 import json
 import os
 import re
 import subprocess
 import sys
+
+from bench_common import tiny_checkpoint
 
 FIELDS = {
     "test": str, "quant": str, "kernel_path": str, "threads": int, "n_prompt": int, "n_gen": int,
@@ -16,14 +17,7 @@ FIELDS = {
 }
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("--work-dir", required=True)
-    args = ap.parse_args()
-    os.makedirs(args.work_dir, exist_ok=True)
-    model = os.path.join(args.work_dir, "bench-tiny")
-    subprocess.run([os.path.join(args.bin_dir, "spark-make-checkpoint"), "--preset", "tiny", "--seed", "5",
-                    "-o", model], check=True)
+    args, model = tiny_checkpoint("bench-tiny", 5)
     svg = os.path.join(args.work_dir, "bench.svg")
     out = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-t", "1,2", "-p", "48", "-n", "8",
                           "-r", "2", "--concurrency", "1,3", "--conc-prompt", "20", "--conc-gen", "6", "-o", "json",

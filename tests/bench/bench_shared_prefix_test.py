@@ -2,11 +2,12 @@
 """spark-bench --shared-prefix on a tiny generated checkpoint: the sessions that arrive together compute the
 shared prefix once (the rest is served from the cache), every session counts its prompt, and the per-repetition
 engine / (a) ratio is reported from as many repetitions as were asked for."""
-import argparse
 import os
 import re
 import subprocess
 import sys
+
+from bench_common import tiny_checkpoint
 
 
 def table_rows(text, header_start):
@@ -24,14 +25,7 @@ def table_rows(text, header_start):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("--work-dir", required=True)
-    args = ap.parse_args()
-    os.makedirs(args.work_dir, exist_ok=True)
-    model = os.path.join(args.work_dir, "bench-tiny")
-    subprocess.run([os.path.join(args.bin_dir, "spark-make-checkpoint"), "--preset", "tiny", "--seed", "5",
-                    "-o", model], check=True, capture_output=True)
+    args, model = tiny_checkpoint("bench-tiny", 5)
     # Prefix 96 = 6 blocks of 16, 3x the tiny preset's sliding window; 32 own tokens per session.
     reps = 3
     out = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-t", "2", "-p", "0", "-n", "0",
