@@ -1,10 +1,11 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+
+#include "softmax/softmax.h"
 
 namespace spark {
 
@@ -22,36 +23,39 @@ inline uint64_t rotl(uint64_t x, int k) {
 }
 
 // log-softmax of the raw logits, for logprobs: computed before any sampling adjustment, as OpenAI and
-// vLLM report them (the model's own distribution).
+// vLLM report them (the model's own distribution). The top entries come from one scan that keeps the best
+// `top` so far: a value enters only above the current last, which after the first few hundred tokens of a
+// row almost never happens (no index array, no heap over the whole vocabulary).
 void fill_logprobs(std::span<const float> raw, int32_t chosen, int top, TokenEvent& ev) {
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (float v : raw) max_logit = std::max(max_logit, v);
-  double sum = 0.0;
-  for (float v : raw) sum += std::exp(static_cast<double>(v - max_logit));
+  const float max_logit = kernels::scaled_max(raw.data(), raw.size(), 1.0f);
+  const double sum = kernels::exp_sum(raw.data(), raw.size(), max_logit);
   const float log_z = max_logit + static_cast<float>(std::log(sum));
   ev.logprob = raw[static_cast<size_t>(chosen)] - log_z;
   if (top <= 0) return;
-  std::vector<int32_t> idx(raw.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
-  const size_t k = std::min<size_t>(static_cast<size_t>(top), idx.size());
-  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(),
-                    [&](int32_t a, int32_t b) {
-                      return raw[static_cast<size_t>(a)] > raw[static_cast<size_t>(b)] ||
-                             (raw[static_cast<size_t>(a)] == raw[static_cast<size_t>(b)] && a < b);
-                    });
-  for (size_t i = 0; i < k; ++i)
-    ev.top_logprobs.emplace_back(idx[i], raw[static_cast<size_t>(idx[i])] - log_z);
-}
-
-// top-p buckets: weights are exp(logit - max) in (0, 1]; 64 binary exponents below 1, 16 steps each. The last
-// bucket holds everything under 2^-63 * 17/16 (sorted whole only if the cut falls among them).
-constexpr int kTopPBuckets = 64 * 16;
-
-inline int top_p_bucket(double weight) {
-  const uint64_t bits = std::bit_cast<uint64_t>(weight);
-  const int below_one = 1023 - static_cast<int>(bits >> 52);  // 0 for [1, 2), weights are positive
-  const int key = below_one * 16 + 15 - static_cast<int>((bits >> 48) & 15);
-  return std::clamp(key, 0, kTopPBuckets - 1);
+  const size_t k = std::min<size_t>(static_cast<size_t>(top), raw.size());
+  // Most likely first, ties to the lowest id: ids arrive in increasing order, so an equal value never
+  // displaces a kept one. NaN never enters.
+  std::vector<std::pair<float, int32_t>> best;
+  best.reserve(k + 1);
+  auto insert = [&](float v, size_t id) {
+    auto at =
+        std::upper_bound(best.begin(), best.end(), v,
+                         [](float value, const std::pair<float, int32_t>& b) { return value > b.first; });
+    best.insert(at, {v, static_cast<int32_t>(id)});
+  };
+  size_t i = 0;
+  for (; i < raw.size() && best.size() < k; ++i) {
+    if (raw[i] == raw[i]) insert(raw[i], i);
+  }
+  float last = best.empty() ? 0.0f : best.back().first;
+  for (; i < raw.size(); ++i) {
+    if (raw[i] > last) {
+      insert(raw[i], i);
+      best.pop_back();
+      last = best.back().first;
+    }
+  }
+  for (const auto& [v, id] : best) ev.top_logprobs.emplace_back(id, v - log_z);
 }
 
 // Most likely first; ties to the lowest id, so a kept set never depends on the input order.
@@ -59,67 +63,31 @@ constexpr auto most_likely_first = [](const SamplingCandidate& a, const Sampling
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 };
 
-// Keeps the shortest most-likely-first prefix of `out` holding `target` of the weight, in no particular
-// order. Nothing close to the whole set is ever sorted.
-void cut_top_p(std::vector<SamplingCandidate>& out, double target) {
-  // Peaked logits (a trained model's usual shape): the few candidates within e^-10 of the best hold the
-  // mass; sort just those. A threshold splits the sorted order into a prefix, so the running sum over them
-  // is exactly the full sort's.
-  constexpr double kHigh = 4.5399929762484854e-05;  // e^-10
-  constexpr size_t kFewToSort = 4096;
-  double high_mass = 0.0;
-  size_t high = 0;
-  for (const auto& c : out) {
-    const bool h = c.weight >= kHigh;
-    high_mass += h ? c.weight : 0.0;
-    high += h;
-  }
-  if (high <= kFewToSort && high_mass >= target) {
-    const auto mid =
-        std::partition(out.begin(), out.end(), [&](const SamplingCandidate& c) { return c.weight >= kHigh; });
-    std::sort(out.begin(), mid, most_likely_first);
-    double cum = 0.0;
-    auto end = mid;
-    for (auto it = out.begin(); it != mid; ++it) {
-      cum += it->weight;
-      if (cum >= target) {
-        end = it + 1;
-        break;
-      }
-    }
-    out.erase(end, out.end());
-    return;
-  }
-  // Flat logits (95% of the mass spread over most of a 131k vocabulary): one pass buckets the weights by
-  // their binary exponent and top 4 mantissa bits (a key that never decreases as the weight falls, so
-  // every bucket is a run of the sorted order), the bucket masses locate the bucket the cut falls in, and
-  // only that bucket is sorted. Four partial sums per bucket, so that a run of candidates in one bucket
-  // does not chain every add through one memory location.
-  double lanes[4][kTopPBuckets] = {};
-  for (size_t i = 0; i < out.size(); ++i) lanes[i & 3][top_p_bucket(out[i].weight)] += out[i].weight;
-  double cum = 0.0;  // mass of the buckets before the cut's
-  int cut_bucket = 0;
-  for (;; ++cut_bucket) {
-    const double m =
-        (lanes[0][cut_bucket] + lanes[1][cut_bucket]) + (lanes[2][cut_bucket] + lanes[3][cut_bucket]);
+// Where top-p cuts, from the mass of every weight bucket (kernels::weight_bucket: every bucket is a run of
+// the most-likely-first order): the bucket the cut falls in, and the mass before it. Only that bucket is
+// ever sorted.
+struct TopPCut {
+  int bucket;     // the bucket the cut falls in: every bucket before it is kept whole
+  double before;  // the mass of the buckets before it
+};
+
+TopPCut find_top_p_cut(const double* masses, double target) {
+  TopPCut cut{0, 0.0};
+  for (;; ++cut.bucket) {
+    const double m = masses[cut.bucket];
     // An empty bucket never holds the cut (top_p <= 0 would otherwise keep nothing).
-    if (cut_bucket == kTopPBuckets - 1 || (m > 0.0 && cum + m >= target)) break;
-    cum += m;
+    if (cut.bucket == kernels::kWeightBuckets - 1 || (m > 0.0 && cut.before + m >= target)) break;
+    cut.before += m;
   }
-  // One pass keeps the buckets before the cut's in place (branch-free: every candidate is copied, the
-  // write position moves only for the kept ones) and sets the cut's bucket aside.
-  thread_local std::vector<SamplingCandidate> bucket;
-  bucket.clear();
-  size_t kept = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const SamplingCandidate c = out[i];
-    const int b = top_p_bucket(c.weight);
-    out[kept] = c;
-    kept += b < cut_bucket ? 1 : 0;
-    if (b == cut_bucket) bucket.push_back(c);
-  }
+  return cut;
+}
+
+// Appends the most likely candidates of the cut's bucket until the kept mass reaches `target`.
+void take_from_cut_bucket(std::vector<SamplingCandidate>& bucket, const TopPCut& cut, double target,
+                          std::vector<SamplingCandidate>& out) {
   std::sort(bucket.begin(), bucket.end(), most_likely_first);
   size_t take = bucket.size();  // the whole set holds less than top_p (rounding): keep it all
+  double cum = cut.before;
   for (size_t i = 0; i < bucket.size(); ++i) {
     cum += bucket[i].weight;
     if (cum >= target) {
@@ -127,8 +95,28 @@ void cut_top_p(std::vector<SamplingCandidate>& out, double target) {
       break;
     }
   }
-  out.resize(kept);
   out.insert(out.end(), bucket.begin(), bucket.begin() + static_cast<std::ptrdiff_t>(take));
+}
+
+// Keeps the shortest most-likely-first prefix of `out` holding `target` of the weight, in no particular
+// order. One pass keeps the buckets before the cut's in place (branch-free: every candidate is copied, the
+// write position moves only for the kept ones) and sets the cut's bucket aside.
+void cut_top_p(std::vector<SamplingCandidate>& out, double target) {
+  double masses[kernels::kWeightBuckets] = {};
+  for (const auto& c : out) masses[kernels::weight_bucket(c.weight)] += c.weight;
+  const TopPCut cut = find_top_p_cut(masses, target);
+  thread_local std::vector<SamplingCandidate> bucket;
+  bucket.clear();
+  size_t kept = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const SamplingCandidate c = out[i];
+    const int b = kernels::weight_bucket(c.weight);
+    out[kept] = c;
+    kept += b < cut.bucket ? 1 : 0;
+    if (b == cut.bucket) bucket.push_back(c);
+  }
+  out.resize(kept);
+  take_from_cut_bucket(bucket, cut, target, out);
 }
 
 }  // namespace
@@ -153,52 +141,102 @@ double SamplerRng::uniform() {
   return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0);
 }
 
-void select_sampling_candidates(std::span<const float> logits, const SamplingParams& params,
-                                std::vector<SamplingCandidate>& out) {
-  out.clear();
+void select_sampling_support(std::span<const float> logits, const SamplingParams& params,
+                             SamplingSupport& out) {
+  const size_t n = logits.size();
+  out.row = {};
+  out.row_floor = std::numeric_limits<double>::infinity();
+  out.row_mass = 0.0;
+  out.listed.clear();
   const float inv_t = 1.0f / params.temperature;
   constexpr float kForbidden = -std::numeric_limits<float>::infinity();
-  float max_logit = kForbidden;
-  for (const float v : logits) {
-    if (v > kForbidden) max_logit = std::max(max_logit, v * inv_t);  // skips forbidden (and NaN)
-  }
-  // min_p alone (no top_p, whose target counts the whole mass; no top_k, whose order the draw walks): a
-  // candidate whose weight exp(logit - max) is surely under the floor (its exponent below log(min_p) by a
-  // margin far beyond exp's rounding) never becomes one, saving its exp on most of a flat row; the exact
-  // test below decides the rest, so the kept set and its order are the same.
-  const double keep_from = params.min_p > 0.0f && params.top_p >= 1.0f && params.top_k <= 0
-                               ? std::log(std::min(static_cast<double>(params.min_p), 1.0)) - 1e-6
-                               : -std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float v = logits[i];
-    if (!(v > kForbidden)) continue;  // forbidden (or NaN)
-    const float l = v * inv_t;
-    if (static_cast<double>(l - max_logit) < keep_from) continue;
-    out.push_back({l, static_cast<int32_t>(i), 0.0});
-  }
-  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < out.size()) {
-    const auto kth = out.begin() + params.top_k;
-    // A heap of k beats quickselect's passes over the whole row while k is small.
-    if (params.top_k <= 256) {
-      std::partial_sort(out.begin(), kth, out.end(), most_likely_first);
-    } else {
-      std::nth_element(out.begin(), kth - 1, out.end(), most_likely_first);
+  const float max_logit = kernels::scaled_max(logits.data(), n, inv_t);
+  if (!(max_logit > kForbidden)) return;  // every token forbidden
+  const bool min_p_alone = params.min_p > 0.0f && params.top_p >= 1.0f && params.top_k <= 0;
+
+  if (params.top_k > 0 || min_p_alone) {
+    // Few candidates survive: top-k keeps k, and min_p alone drops a candidate whose weight
+    // exp(logit - max) is surely under its floor (its exponent below log(min_p) by a margin far beyond
+    // exp's rounding) before computing it, saving the exp on most of a flat row; the exact test below
+    // decides the rest, so the kept set and its order are the same. Their exps are few: scalar.
+    std::vector<SamplingCandidate>& c = out.listed;
+    const double keep_from = min_p_alone ? std::log(std::min(static_cast<double>(params.min_p), 1.0)) - 1e-6
+                                         : -std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < n; ++i) {
+      const float v = logits[i];
+      if (!(v > kForbidden)) continue;  // forbidden (or NaN)
+      const float l = v * inv_t;
+      if (static_cast<double>(l - max_logit) < keep_from) continue;
+      c.push_back({l, static_cast<int32_t>(i), 0.0});
     }
-    out.resize(static_cast<size_t>(params.top_k));
+    if (params.top_k > 0 && static_cast<size_t>(params.top_k) < c.size()) {
+      const auto kth = c.begin() + params.top_k;
+      // A heap of k beats quickselect's passes over the whole row while k is small.
+      if (params.top_k <= 256) {
+        std::partial_sort(c.begin(), kth, c.end(), most_likely_first);
+      } else {
+        std::nth_element(c.begin(), kth - 1, c.end(), most_likely_first);
+      }
+      c.resize(static_cast<size_t>(params.top_k));
+    }
+    double total = 0.0;
+    for (auto& x : c) {
+      x.weight = std::exp(static_cast<double>(x.logit - max_logit));
+      total += x.weight;
+    }
+    if (params.min_p > 0.0f && c.size() > 1) {
+      // The best candidate's weight is exp(0) = 1, so the floor is min_p itself; the best always stays.
+      const double floor = std::min(static_cast<double>(params.min_p), 1.0);
+      c.erase(
+          std::remove_if(c.begin(), c.end(), [&](const SamplingCandidate& x) { return x.weight < floor; }),
+          c.end());
+    }
+    if (params.top_p < 1.0f && c.size() > 1) cut_top_p(c, static_cast<double>(params.top_p) * total);
+    return;
   }
-  double total = 0.0;
-  for (auto& c : out) {
-    c.weight = std::exp(static_cast<double>(c.logit - max_logit));
-    total += c.weight;
+
+  // Every token may be kept (temperature alone, top_p, min_p with top_p): every weight in one vector pass
+  // into thread-local scratch (the compute pool samples many rows at once); what is kept is a floor over
+  // them, and top-p's cut bucket is listed. Nothing of the row is copied.
+  thread_local std::vector<double> weights;
+  weights.resize(n);
+  const double* w = weights.data();
+  const double total = kernels::exp_weights(logits.data(), n, inv_t, max_logit, weights.data());
+  out.row = std::span<const double>(weights.data(), n);
+  // The best candidate's weight is exp(0) = 1, so min_p's floor is min_p itself; the best always stays.
+  // Without it, the floor is the least positive weight: forbidden tokens (and weights that underflowed)
+  // are 0 and can never be drawn.
+  const double floor = params.min_p > 0.0f ? std::min(static_cast<double>(params.min_p), 1.0)
+                                           : std::numeric_limits<double>::denorm_min();
+  if (params.top_p >= 1.0f) {
+    out.row_floor = floor;
+    out.row_mass = total;
+    return;
   }
-  if (params.min_p > 0.0f && out.size() > 1) {
-    // The best candidate's weight is exp(0) = 1, so the floor is min_p itself; the best always stays.
-    const double floor = std::min(static_cast<double>(params.min_p), 1.0);
-    out.erase(
-        std::remove_if(out.begin(), out.end(), [&](const SamplingCandidate& c) { return c.weight < floor; }),
-        out.end());
+  const double target = static_cast<double>(params.top_p) * total;
+  double masses[kernels::kWeightBuckets] = {};
+  kernels::weight_bucket_masses(w, n, floor, masses);
+  const TopPCut cut = find_top_p_cut(masses, target);
+  // The buckets before the cut's hold exactly the weights at or above the least weight of the bucket just
+  // before it; the cut's own bucket is the weights from its least up to that.
+  const double upper =
+      cut.bucket > 0 ? kernels::weight_bucket_least(cut.bucket - 1) : std::numeric_limits<double>::infinity();
+  const double lower =
+      cut.bucket < kernels::kWeightBuckets - 1 ? kernels::weight_bucket_least(cut.bucket) : 0.0;
+  if (cut.bucket > 0) {
+    out.row_floor = std::max(floor, upper);
+    out.row_mass = cut.before;
   }
-  if (params.top_p < 1.0f && out.size() > 1) cut_top_p(out, static_cast<double>(params.top_p) * total);
+  thread_local std::vector<int32_t> ids;
+  ids.resize(n);
+  const size_t members = kernels::ids_in_range(w, n, std::max(floor, lower), upper, ids.data());
+  thread_local std::vector<SamplingCandidate> bucket;
+  bucket.clear();
+  for (size_t j = 0; j < members; ++j) {
+    const auto i = static_cast<size_t>(ids[j]);
+    bucket.push_back({logits[i] * inv_t, ids[j], w[i]});
+  }
+  take_from_cut_bucket(bucket, cut, target, out.listed);
 }
 
 Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed)
@@ -220,8 +258,12 @@ void Sampler::mark_seen(int32_t token) {
 
 TokenEvent Sampler::sample(std::span<float> logits, LogitsProcessor* processor) {
   const int32_t vocab = static_cast<int32_t>(logits.size());
+  // logprobs report the raw distribution: keep a copy only when something below changes the row.
+  const bool adjusts = !params_.logit_bias.empty() || params_.repetition_penalty != 1.0f ||
+                       params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f ||
+                       processor != nullptr;
   std::vector<float> raw;
-  if (params_.logprobs >= 0) raw.assign(logits.begin(), logits.end());
+  if (params_.logprobs >= 0 && adjusts) raw.assign(logits.begin(), logits.end());
 
   for (const auto& [tok, bias] : params_.logit_bias) {
     if (tok >= 0 && tok < vocab) logits[static_cast<size_t>(tok)] += bias;
@@ -252,24 +294,33 @@ TokenEvent Sampler::sample(std::span<float> logits, LogitsProcessor* processor) 
       if (logits[static_cast<size_t>(i)] > logits[static_cast<size_t>(chosen)]) chosen = i;
     }
   } else {
-    select_sampling_candidates(logits, params_, candidates_);
-    if (candidates_.empty()) throw std::runtime_error("every token was forbidden");
-    double mass = 0.0;
-    for (const auto& c : candidates_) mass += c.weight;
-    double r = rng_.uniform() * mass;
-    chosen = candidates_.back().id;
-    for (const auto& c : candidates_) {
-      r -= c.weight;
-      if (r < 0) {
-        chosen = c.id;
-        break;
+    select_sampling_support(logits, params_, support_);
+    if (support_.empty()) throw std::runtime_error("every token was forbidden");
+    double listed_mass = 0.0;
+    for (const auto& c : support_.listed) listed_mass += c.weight;
+    double r = rng_.uniform() * (support_.row_mass + listed_mass);
+    if (r < support_.row_mass || support_.listed.empty()) {
+      chosen = static_cast<int32_t>(
+          kernels::pick_weight(support_.row.data(), support_.row.size(), support_.row_floor, r));
+    } else {
+      r -= support_.row_mass;
+      chosen = support_.listed.back().id;
+      for (const auto& c : support_.listed) {
+        r -= c.weight;
+        if (r < 0) {
+          chosen = c.id;
+          break;
+        }
       }
     }
   }
 
   TokenEvent ev;
   ev.token = chosen;
-  if (params_.logprobs >= 0) fill_logprobs(raw, chosen, params_.logprobs, ev);
+  if (params_.logprobs >= 0) {
+    fill_logprobs(adjusts ? std::span<const float>(raw) : std::span<const float>(logits), chosen,
+                  params_.logprobs, ev);
+  }
   ++output_counts_[chosen];
   if (params_.repetition_penalty != 1.0f) mark_seen(chosen);
   if (processor != nullptr) processor->accept(chosen);

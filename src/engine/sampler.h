@@ -30,15 +30,26 @@ struct SamplingCandidate {
   double weight;
 };
 
-// The tokens sampling with `params` may choose (top-k, then min-p, then top-p applied to the finite logits),
-// in no particular order. The vocabulary is not sorted (a full sort of 131,072 logits per sequence per
-// token was the cost of sampling): top-k selects; top-p sorts a peaked row's few leading candidates (up to
-// 4,096), and on a flat row only the candidates in the weight bucket of its cut (1/16 of a binary octave
-// wide: all of them when every weight falls in one bucket, e.g. equal logits after a grammar mask). The set
-// is the one a full sort gives (up to one token where the cut lands within rounding of top_p).
+// The tokens temperature sampling may choose from one row (top-k, then min-p, then top-p applied to the
+// finite logits): every token whose weight in `row` is at least `row_floor`, then the `listed` candidates.
+// The vocabulary is never sorted (a full sort of 131,072 logits per sequence per token was the cost of
+// sampling). Temperature alone, top-p and min-p with top-p keep most of a flat row, so they are a floor
+// over the row's weights (computed in one vector pass); top-p sorts only the candidates in the weight
+// bucket of its cut (1/16 of a binary octave wide: all of them when every weight falls in one bucket, e.g.
+// equal logits after a grammar mask) and lists those it keeps. top-k and min-p alone keep few: all listed.
+// The set is the one a full sort gives (up to one token where the cut lands within rounding of top_p).
+struct SamplingSupport {
+  std::span<const double> row;  // every token's weight by id (thread-local: valid until the next select)
+  double row_floor = 0.0;       // > 0: forbidden tokens have weight 0
+  double row_mass = 0.0;        // the sum of the row's weights at or above the floor
+  std::vector<SamplingCandidate> listed;
+
+  bool empty() const { return row_mass <= 0.0 && listed.empty(); }
+};
+
 // `params.temperature` must be > 0.
-void select_sampling_candidates(std::span<const float> logits, const SamplingParams& params,
-                                std::vector<SamplingCandidate>& out);
+void select_sampling_support(std::span<const float> logits, const SamplingParams& params,
+                             SamplingSupport& out);
 
 class Sampler {
  public:
@@ -57,7 +68,7 @@ class Sampler {
   // the penalty costs the number of distinct tokens seen, not the vocabulary.
   std::vector<uint8_t> seen_;
   std::vector<int32_t> seen_ids_;
-  std::vector<SamplingCandidate> candidates_;
+  SamplingSupport support_;
 };
 
 }  // namespace spark

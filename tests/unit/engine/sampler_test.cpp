@@ -94,11 +94,24 @@ TEST(Sampler, CandidatesMatchAFullSortOnLargeVocabularies) {
             p.top_p = top_p;
             p.top_k = top_k;
             p.min_p = min_p;
-            std::vector<SamplingCandidate> got;
-            select_sampling_candidates(logits, p, got);
+            SamplingSupport got;
+            select_sampling_support(logits, p, got);
             std::set<int32_t> ids;
-            for (const auto& c : got) ids.insert(c.id);
-            ASSERT_EQ(ids.size(), got.size());
+            size_t count = 0;
+            double mass = 0.0;
+            for (size_t i = 0; i < got.row.size(); ++i) {
+              if (got.row[i] >= got.row_floor) {
+                ids.insert(static_cast<int32_t>(i));
+                mass += got.row[i];
+                ++count;
+              }
+            }
+            EXPECT_NEAR(mass, got.row_mass, 1e-9 * (1.0 + mass));
+            for (const auto& c : got.listed) {
+              ids.insert(c.id);
+              ++count;
+            }
+            ASSERT_EQ(ids.size(), count) << "a token both in the row and listed";
             const auto want = support_by_full_sort(logits, p);
             // top-p adds the weights in another order than the sorted one (bucket by bucket on flat
             // logits), which may move a cut that lands within rounding of top_p by one token.
@@ -153,8 +166,10 @@ TEST(Sampler, MinPAloneKeepsExactlyTheCandidatesAtOrAboveTheFloor) {
         const double w = std::exp(static_cast<double>(l - max_logit));
         if (w >= static_cast<double>(min_p)) want.push_back({l, static_cast<int32_t>(i), w});
       }
-      std::vector<SamplingCandidate> got;
-      select_sampling_candidates(logits, p, got);
+      SamplingSupport support;
+      select_sampling_support(logits, p, support);
+      EXPECT_TRUE(support.row.empty());
+      const auto& got = support.listed;
       ASSERT_EQ(got.size(), want.size()) << "T " << temperature << " min_p " << min_p;
       for (size_t i = 0; i < got.size(); ++i) {
         EXPECT_EQ(got[i].id, want[i].id);
@@ -268,6 +283,56 @@ TEST(Sampler, LogprobsComeFromTheRawDistribution) {
   ASSERT_EQ(ev.top_logprobs.size(), 2u);
   EXPECT_EQ(ev.top_logprobs[0].first, 1);
   EXPECT_NEAR(ev.top_logprobs[0].second, std::log(0.75), 1e-6);
+}
+
+TEST(Sampler, DrawsOnALargeRowFollowTheSoftmax) {
+  // Three tokens hold the mass of a 32k row (the rest at e^-40): temperature alone draws through the
+  // row's weights block by block (kernels::pick_weight), top-p through its floor and listed cut bucket.
+  std::vector<float> logits(32768, -40.0f);
+  logits[500] = 0.0f;              // p = 0.1
+  logits[17000] = std::log(2.0f);  // p = 0.2
+  logits[32700] = std::log(7.0f);  // p = 0.7
+  logits[9] = -std::numeric_limits<float>::infinity();
+  SamplingParams t;
+  auto h = histogram(t, logits, 4000, 5);
+  EXPECT_EQ(h[500] + h[17000] + h[32700], 4000);
+  EXPECT_NEAR(h[500] / 4000.0, 0.1, 0.03);
+  EXPECT_NEAR(h[17000] / 4000.0, 0.2, 0.03);
+  SamplingParams tp;
+  tp.top_p = 0.75f;  // 0.7 alone falls short: 0.7 and 0.2 are kept
+  auto hp = histogram(tp, logits, 4000, 6);
+  EXPECT_EQ(hp[17000] + hp[32700], 4000);
+  EXPECT_NEAR(hp[17000] / 4000.0, 0.2 / 0.9, 0.03);
+}
+
+TEST(Sampler, LogprobsOfALargeRowMatchADoubleReference) {
+  // Nothing adjusts the row, so logprobs are read from it in place; ties at the top go to the lowest id.
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> logits(32768);
+  for (auto& v : logits) v = normal(rng);
+  logits[100] = logits[20000] = logits[30000] = 12.0f;
+  logits[7] = 11.5f;
+  SamplingParams p;
+  p.temperature = 0;
+  p.logprobs = 5;
+  Sampler s(p, {}, 1);
+  auto l = logits;
+  const TokenEvent ev = s.sample(l, nullptr);
+  EXPECT_EQ(l, logits);
+  double sum = 0.0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - 12.0);
+  const double log_z = 12.0 + std::log(sum);
+  EXPECT_EQ(ev.token, 100);
+  EXPECT_NEAR(ev.logprob, 12.0 - log_z, 2e-6);
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  ASSERT_EQ(ev.top_logprobs.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(ev.top_logprobs[i].first, order[i]);
+    EXPECT_NEAR(ev.top_logprobs[i].second, logits[static_cast<size_t>(order[i])] - log_z, 2e-6);
+  }
 }
 
 namespace {
