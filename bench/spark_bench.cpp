@@ -42,16 +42,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Sampling of the --concurrency runs; the defaults are greedy decoding with nothing else.
+// Sampling of the --concurrency runs; the defaults are greedy decoding with nothing else. The request's
+// own parameters, but for logit_bias: its ids are drawn per run.
 struct BenchSampling {
-  float temperature = 0.0f;
-  float top_p = 1.0f;
-  int top_k = 0;
-  float min_p = 0.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  float repetition_penalty = 1.0f;
-  int logprobs = -1;       // -1: none; k: the chosen token's logprob and the top k
+  SamplingParams params = [] {
+    SamplingParams p;
+    p.temperature = 0.0f;
+    return p;
+  }();
   int logit_bias_ids = 0;  // this many random token ids get a bias of +1 (0: no logit_bias)
 };
 
@@ -84,7 +82,8 @@ struct BenchOptions {
 };
 
 // " T=1 top_p=0.95" and the like: how a --concurrency row sampled, beside its test name.
-std::string sampling_label(const BenchSampling& o) {
+std::string sampling_label(const BenchSampling& bench) {
+  const SamplingParams& o = bench.params;
   auto num = [](float v) {
     std::ostringstream s;
     s << v;
@@ -101,7 +100,7 @@ std::string sampling_label(const BenchSampling& o) {
   if (o.presence_penalty != 0.0f) label += " presence=" + num(o.presence_penalty);
   if (o.frequency_penalty != 0.0f) label += " frequency=" + num(o.frequency_penalty);
   if (o.repetition_penalty != 1.0f) label += " repetition=" + num(o.repetition_penalty);
-  if (o.logit_bias_ids > 0) label += " logit_bias=" + std::to_string(o.logit_bias_ids);
+  if (bench.logit_bias_ids > 0) label += " logit_bias=" + std::to_string(bench.logit_bias_ids);
   if (o.logprobs >= 0) label += " logprobs=" + std::to_string(o.logprobs);
   return label;
 }
@@ -722,14 +721,7 @@ int run(const BenchOptions& o) {
           for (int i = 0; i < n; ++i) {
             GenerationRequest req;
             req.prompt = std::move(prompts[static_cast<size_t>(i)]);
-            req.params.temperature = sp.temperature;
-            req.params.top_p = sp.top_p;
-            req.params.top_k = sp.top_k;
-            req.params.min_p = sp.min_p;
-            req.params.presence_penalty = sp.presence_penalty;
-            req.params.frequency_penalty = sp.frequency_penalty;
-            req.params.repetition_penalty = sp.repetition_penalty;
-            req.params.logprobs = sp.logprobs;
+            req.params = sp.params;
             req.params.logit_bias = logit_bias[m];
             req.params.seed = static_cast<uint64_t>(i) + 1;
             req.params.max_tokens = o.conc_gen;
@@ -900,32 +892,32 @@ int main(int argc, char** argv) {
   app.add_option("--conc-prompt", o.conc_prompt, "Prompt tokens per concurrent sequence")
       ->capture_default_str();
   app.add_option("--conc-gen", o.conc_gen, "Generated tokens per concurrent sequence")->capture_default_str();
-  app.add_option("--temperature", o.sampling.temperature,
+  app.add_option("--temperature", o.sampling.params.temperature,
                  "Sampling temperature of the --concurrency runs (0: greedy)")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 100.0f));
-  app.add_option("--top-p", o.sampling.top_p, "top_p of the --concurrency runs")
+  app.add_option("--top-p", o.sampling.params.top_p, "top_p of the --concurrency runs")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 1.0f));
-  app.add_option("--top-k", o.sampling.top_k, "top_k of the --concurrency runs (0: off)")
+  app.add_option("--top-k", o.sampling.params.top_k, "top_k of the --concurrency runs (0: off)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--min-p", o.sampling.min_p, "min_p of the --concurrency runs")
+  app.add_option("--min-p", o.sampling.params.min_p, "min_p of the --concurrency runs")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 1.0f));
-  app.add_option("--presence-penalty", o.sampling.presence_penalty,
+  app.add_option("--presence-penalty", o.sampling.params.presence_penalty,
                  "presence_penalty of the --concurrency runs")
       ->capture_default_str()
       ->check(CLI::Range(-2.0f, 2.0f));
-  app.add_option("--frequency-penalty", o.sampling.frequency_penalty,
+  app.add_option("--frequency-penalty", o.sampling.params.frequency_penalty,
                  "frequency_penalty of the --concurrency runs")
       ->capture_default_str()
       ->check(CLI::Range(-2.0f, 2.0f));
-  app.add_option("--repetition-penalty", o.sampling.repetition_penalty,
+  app.add_option("--repetition-penalty", o.sampling.params.repetition_penalty,
                  "repetition_penalty of the --concurrency runs")
       ->capture_default_str()
       ->check(CLI::Range(0.01f, 10.0f));
-  app.add_option("--logprobs", o.sampling.logprobs,
+  app.add_option("--logprobs", o.sampling.params.logprobs,
                  "logprobs of the --concurrency runs: top k alternatives (-1: none)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 20));
