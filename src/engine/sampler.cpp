@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -82,12 +83,35 @@ TopPCut find_top_p_cut(const double* masses, double target) {
   return cut;
 }
 
-// Appends the most likely candidates of the cut's bucket until the kept mass reaches `target`.
+// Appends the most likely candidates of the cut's bucket until the kept mass reaches `target`. A nearly
+// flat row (random weights, or a grammar mask's survivors) puts tens of thousands of candidates in one
+// bucket, so a large bucket is first split by the next 8 bits of its weights' mantissa, below the 4 its key
+// took (its weights share exponent and those 4 bits, so every sub-bucket is again a run of the order): the
+// sub-buckets before the cut's are kept whole, and only the cut's goes on, down to a few to sort.
 void take_from_cut_bucket(std::vector<SamplingCandidate>& bucket, const TopPCut& cut, double target,
                           std::vector<SamplingCandidate>& out) {
+  constexpr size_t kFewToSort = 256;
+  double cum = cut.before;
+  if (cut.bucket < kernels::kWeightBuckets - 1) {  // the last bucket spans many exponents
+    for (int shift = 40; shift >= 0 && bucket.size() > kFewToSort; shift -= 8) {
+      auto sub_key = [shift](double w) {
+        return 255 - static_cast<int>((std::bit_cast<uint64_t>(w) >> shift) & 255);
+      };
+      double masses[256] = {};
+      for (const auto& c : bucket) masses[sub_key(c.weight)] += c.weight;
+      int sub = 0;
+      for (; sub < 255 && !(masses[sub] > 0.0 && cum + masses[sub] >= target); ++sub) cum += masses[sub];
+      size_t left = 0;
+      for (const auto& c : bucket) {
+        const int k = sub_key(c.weight);
+        if (k < sub) out.push_back(c);
+        if (k == sub) bucket[left++] = c;
+      }
+      bucket.resize(left);
+    }
+  }
   std::sort(bucket.begin(), bucket.end(), most_likely_first);
   size_t take = bucket.size();  // the whole set holds less than top_p (rounding): keep it all
-  double cum = cut.before;
   for (size_t i = 0; i < bucket.size(); ++i) {
     cum += bucket[i].weight;
     if (cum >= target) {

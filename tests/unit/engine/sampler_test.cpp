@@ -70,16 +70,17 @@ std::set<int32_t> support_by_full_sort(const std::vector<float>& logits, const S
 }  // namespace
 
 TEST(Sampler, CandidatesMatchAFullSortOnLargeVocabularies) {
-  // Flat (random-weight-like), peaked (trained-like) and tied logits over a large vocabulary, with
-  // forbidden tokens, under every cut: the partial selection must keep exactly the full sort's set. (32k
+  // Flat (random-weight-like), peaked (trained-like), tied and nearly flat logits over a large vocabulary,
+  // with forbidden tokens, under every cut: the partial selection must keep exactly the full sort's set. (32k
   // tokens: the threshold steps are relative to the best token, so a larger vocabulary exercises nothing
   // new.)
   std::mt19937 rng(7);
   const size_t vocab = 32768;
   int cases = 0;
-  for (int shape = 0; shape < 3; ++shape) {
+  for (int shape = 0; shape < 4; ++shape) {
     std::vector<float> logits(vocab);
-    std::normal_distribution<float> normal(0.0f, shape == 0 ? 1.0f : 4.0f);
+    // Shape 3 is nearly flat (random weights): the cut's weight bucket holds thousands of candidates.
+    std::normal_distribution<float> normal(0.0f, shape == 0 ? 1.0f : shape == 3 ? 0.02f : 4.0f);
     for (auto& v : logits) v = shape == 2 ? std::round(normal(rng)) : normal(rng);
     if (shape == 1) {
       for (int i = 0; i < 40; ++i) logits[rng() % vocab] += 30.0f;  // a few clear favourites
@@ -129,7 +130,7 @@ TEST(Sampler, CandidatesMatchAFullSortOnLargeVocabularies) {
       }
     }
   }
-  EXPECT_EQ(cases, 3 * 2 * 6 * 3 * 2);
+  EXPECT_EQ(cases, 4 * 2 * 6 * 3 * 2);
 }
 
 TEST(Sampler, MinPAloneKeepsExactlyTheCandidatesAtOrAboveTheFloor) {
