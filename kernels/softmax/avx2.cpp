@@ -43,20 +43,25 @@ double exp_weights_avx2(const float* x, size_t n, float scale, float shift, doub
   const __m256 s = _mm256_set1_ps(scale);
   const __m256 sh = _mm256_set1_ps(shift);
   const __m256 none = _mm256_set1_ps(-INFINITY);
+  const __m256 least = _mm256_set1_ps(kLeastExpArgument);
   __m256d sum0 = _mm256_setzero_pd(), sum1 = _mm256_setzero_pd();
   for (size_t i = 0; i < n; i += 8) {
     const __m256i t = lanes_left(n, i);
     const __m256 v = _mm256_maskload_ps(x + i, t);
-    // The lanes that get a weight: allowed tokens inside the row (tail lanes and -inf/NaN get 0).
-    const __m256 k = _mm256_and_ps(_mm256_cmp_ps(v, none, _CMP_GT_OQ), _mm256_castsi256_ps(t));
     const __m256 d = _mm256_sub_ps(_mm256_mul_ps(v, s), sh);
+    // The lanes that get a weight: allowed tokens inside the row whose weight is not below the least
+    // (tail lanes, -inf, NaN and underflow get 0). The rest take exp(least) instead, which keeps libmvec
+    // off its scalar path for out-of-range lanes (a forbidden -inf in every lane of a grammar-masked row).
+    const __m256 k = _mm256_and_ps(_mm256_and_ps(_mm256_cmp_ps(v, none, _CMP_GT_OQ), _mm256_castsi256_ps(t)),
+                                   _mm256_cmp_ps(d, least, _CMP_GE_OQ));
+    const __m256 dk = _mm256_blendv_ps(least, d, k);
     // Each float lane's mask widened to its double lane.
     const __m256d k0 =
         _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(_mm256_castps256_ps128(k))));
     const __m256d k1 =
         _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(_mm256_extractf128_ps(k, 1))));
-    const __m256d e0 = _mm256_and_pd(k0, _ZGVdN4v_exp(_mm256_cvtps_pd(_mm256_castps256_ps128(d))));
-    const __m256d e1 = _mm256_and_pd(k1, _ZGVdN4v_exp(_mm256_cvtps_pd(_mm256_extractf128_ps(d, 1))));
+    const __m256d e0 = _mm256_and_pd(k0, _ZGVdN4v_exp(_mm256_cvtps_pd(_mm256_castps256_ps128(dk))));
+    const __m256d e1 = _mm256_and_pd(k1, _ZGVdN4v_exp(_mm256_cvtps_pd(_mm256_extractf128_ps(dk, 1))));
     if (w != nullptr) {
       const __m256i t0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(t));
       const __m256i t1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(t, 1));
@@ -74,12 +79,16 @@ double exp_weights_avx2(const float* x, size_t n, float scale, float shift, doub
 double exp_sum_avx2(const float* x, size_t n, float shift) {
   const __m256 sh = _mm256_set1_ps(shift);
   const __m256 none = _mm256_set1_ps(-INFINITY);
+  const __m256 least = _mm256_set1_ps(kLeastExpfArgument);
   __m256d sum0 = _mm256_setzero_pd(), sum1 = _mm256_setzero_pd();
   for (size_t i = 0; i < n; i += 8) {
     const __m256i t = lanes_left(n, i);
     const __m256 v = _mm256_maskload_ps(x + i, t);
-    const __m256 k = _mm256_and_ps(_mm256_cmp_ps(v, none, _CMP_GT_OQ), _mm256_castsi256_ps(t));
-    const __m256 e = _mm256_and_ps(k, _ZGVdN8v_expf(_mm256_sub_ps(v, sh)));
+    const __m256 d = _mm256_sub_ps(v, sh);
+    // As in exp_weights: out-of-range lanes take exp(least) and are then dropped.
+    const __m256 k = _mm256_and_ps(_mm256_and_ps(_mm256_cmp_ps(v, none, _CMP_GT_OQ), _mm256_castsi256_ps(t)),
+                                   _mm256_cmp_ps(d, least, _CMP_GE_OQ));
+    const __m256 e = _mm256_and_ps(k, _ZGVdN8v_expf(_mm256_blendv_ps(least, d, k)));
     sum0 = _mm256_add_pd(sum0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
     sum1 = _mm256_add_pd(sum1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
   }

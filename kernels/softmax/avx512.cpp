@@ -44,17 +44,22 @@ double exp_weights_avx512(const float* x, size_t n, float scale, float shift, do
   const __m512 s = _mm512_set1_ps(scale);
   const __m512 sh = _mm512_set1_ps(shift);
   const __m512 none = _mm512_set1_ps(-INFINITY);
+  const __m512 least = _mm512_set1_ps(kLeastExpArgument);
   __m512d sum0 = _mm512_setzero_pd(), sum1 = _mm512_setzero_pd();
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 t = lanes_left(n, i);
     const __m512 v = _mm512_maskz_loadu_ps(t, x + i);
-    // The lanes that get a weight: allowed tokens inside the row (tail lanes and -inf/NaN get 0).
-    const __mmask16 k = _mm512_mask_cmp_ps_mask(t, v, none, _CMP_GT_OQ);
     const __m512 d = _mm512_sub_ps(_mm512_mul_ps(v, s), sh);
+    // The lanes that get a weight: allowed tokens inside the row whose weight is not below the least
+    // (tail lanes, -inf, NaN and underflow get 0). The rest take exp(least) instead, which keeps libmvec
+    // off its scalar path for out-of-range lanes (a forbidden -inf in every lane of a grammar-masked row).
+    const __mmask16 k =
+        _mm512_mask_cmp_ps_mask(_mm512_mask_cmp_ps_mask(t, v, none, _CMP_GT_OQ), d, least, _CMP_GE_OQ);
+    const __m512 dk = _mm512_mask_mov_ps(least, k, d);
     const __m512d e0 = _mm512_maskz_mov_pd(static_cast<__mmask8>(k),
-                                           _ZGVeN8v_exp(_mm512_cvtps_pd(_mm512_castps512_ps256(d))));
+                                           _ZGVeN8v_exp(_mm512_cvtps_pd(_mm512_castps512_ps256(dk))));
     const __m512d e1 = _mm512_maskz_mov_pd(static_cast<__mmask8>(k >> 8),
-                                           _ZGVeN8v_exp(_mm512_cvtps_pd(_mm512_extractf32x8_ps(d, 1))));
+                                           _ZGVeN8v_exp(_mm512_cvtps_pd(_mm512_extractf32x8_ps(dk, 1))));
     if (w != nullptr) {
       _mm512_mask_storeu_pd(w + i, static_cast<__mmask8>(t), e0);
       _mm512_mask_storeu_pd(w + i + 8, static_cast<__mmask8>(t >> 8), e1);
@@ -68,12 +73,16 @@ double exp_weights_avx512(const float* x, size_t n, float scale, float shift, do
 double exp_sum_avx512(const float* x, size_t n, float shift) {
   const __m512 sh = _mm512_set1_ps(shift);
   const __m512 none = _mm512_set1_ps(-INFINITY);
+  const __m512 least = _mm512_set1_ps(kLeastExpfArgument);
   __m512d sum0 = _mm512_setzero_pd(), sum1 = _mm512_setzero_pd();
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 t = lanes_left(n, i);
     const __m512 v = _mm512_maskz_loadu_ps(t, x + i);
-    const __mmask16 k = _mm512_mask_cmp_ps_mask(t, v, none, _CMP_GT_OQ);
-    const __m512 e = _mm512_maskz_mov_ps(k, _ZGVeN16v_expf(_mm512_sub_ps(v, sh)));
+    const __m512 d = _mm512_sub_ps(v, sh);
+    // As in exp_weights: out-of-range lanes take exp(least) and are then dropped.
+    const __mmask16 k =
+        _mm512_mask_cmp_ps_mask(_mm512_mask_cmp_ps_mask(t, v, none, _CMP_GT_OQ), d, least, _CMP_GE_OQ);
+    const __m512 e = _mm512_maskz_mov_ps(k, _ZGVeN16v_expf(_mm512_mask_mov_ps(least, k, d)));
     sum0 = _mm512_add_pd(sum0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
     sum1 = _mm512_add_pd(sum1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
   }

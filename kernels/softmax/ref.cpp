@@ -21,7 +21,8 @@ double exp_weights_ref(const float* x, size_t n, float scale, float shift, doubl
     double e = 0.0;
     if (x[i] > -std::numeric_limits<float>::infinity()) {
       const float l = x[i] * scale;
-      e = std::exp(static_cast<double>(l - shift));
+      const float d = l - shift;
+      if (d >= kLeastExpArgument) e = std::exp(static_cast<double>(d));
     }
     if (w != nullptr) w[i] = e;
     sum += e;
@@ -45,7 +46,10 @@ size_t pick_weight_from(const double* w, size_t n, double floor, double r, size_
 double exp_sum_ref(const float* x, size_t n, float shift) {
   double sum = 0.0;
   for (size_t i = 0; i < n; ++i) {
-    if (x[i] > -std::numeric_limits<float>::infinity()) sum += static_cast<double>(std::exp(x[i] - shift));
+    const float d = x[i] - shift;
+    if (x[i] > -std::numeric_limits<float>::infinity() && d >= kLeastExpfArgument) {
+      sum += static_cast<double>(std::exp(d));
+    }
   }
   return sum;
 }

@@ -1,8 +1,8 @@
 // The row passes of sampling from logits, as a kernel family: the scaled maximum, every weight
 // exp(x * scale - shift) with their sum, top-p's weight buckets, and the token a draw picks among the
-// weights over a floor. Sampling and logprobs run them over a whole
-// 131,072-token row per sequence per token; one scalar std::exp per token was most of the sampling time
-// (0.6 ms a row, against the 0.1 ms of a greedy argmax).
+// weights over a floor. Sampling and logprobs run them over a whole 131,072-token row per sequence per
+// token; one scalar std::exp per token was most of the sampling time (0.6 ms a row, against the 0.1 ms of
+// a greedy argmax).
 //
 // The vector bodies take exp from glibc's vector math library (libmvec, part of libc6), within 4 ulp of
 // the true exp (glibc's scalar exp within 1). The weights are doubles, so the sums a sampler cuts at stay
@@ -38,17 +38,25 @@ inline double weight_bucket_least(int key) {
   return std::bit_cast<double>(exponent << 52 | top_mantissa << 48);
 }
 
+// Below these exp arguments a weight counts as 0: exp(-708) = 3.3e-307 is near the least normal double and
+// expf(-87) = 1.6e-38 the least normal float, against the largest weight's 1 (the argument is shifted by
+// the maximum). libmvec computes lanes beyond its range (underflow, -inf, NaN) on a scalar path, 10x
+// slower over a whole row; such lanes are never given to it.
+constexpr float kLeastExpArgument = -708.0f;
+constexpr float kLeastExpfArgument = -87.0f;
+
 // The largest x[i] * scale over the x[i] > -inf (NaN skipped): -inf when there is none.
 float scaled_max(const float* x, size_t n, float scale);
 
-// w[i] = exp(double(x[i] * scale - shift)) where x[i] > -inf, else 0 (NaN too); returns the sum of the
-// w[i]. w may be null: the sum alone (log-sum-exp for logprobs).
+// w[i] = exp(double(x[i] * scale - shift)) where x[i] > -inf and the argument is at least kLeastExpArgument,
+// else 0 (NaN too); returns the sum of the w[i]. w may be null: the sum alone.
 double exp_weights(const float* x, size_t n, float scale, float shift, double* w);
 
-// The sum of exp(x[i] - shift) over the x[i] > -inf, each exp in float (summed in double): log-sum-exp
-// for logprobs, which are reported as floats. A float exp is within an ulp or two (1.2e-7 relative), so
-// log(sum) is within 2.4e-7 of the double-precision one, under the float rounding of a log-probability
-// near log_z (an ulp of 12 is 9.5e-7); the vector exp of floats costs a quarter of the doubles'.
+// The sum of exp(x[i] - shift) over the x[i] > -inf with x[i] - shift >= kLeastExpfArgument, each exp in
+// float (summed in double): log-sum-exp for logprobs, which are reported as floats. A float exp is within an
+// ulp or two (1.2e-7 relative), so log(sum) is within 2.4e-7 of the double-precision one, under the float
+// rounding of a log-probability near log_z (an ulp of 12 is 9.5e-7); the vector exp of floats costs a quarter
+// of the doubles'.
 double exp_sum(const float* x, size_t n, float shift);
 
 // masses[weight_bucket(w[i])] += w[i] for every w[i] >= floor (masses: kWeightBuckets, as the caller left
