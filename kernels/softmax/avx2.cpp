@@ -39,11 +39,12 @@ float scaled_max_avx2(const float* x, size_t n, float scale) {
   return _mm_cvtss_f32(r);
 }
 
-double exp_weights_avx2(const float* x, size_t n, float scale, float shift, double* w) {
+double exp_weights_avx2(const float* x, size_t n, float scale, float shift, double floor, double* w) {
   const __m256 s = _mm256_set1_ps(scale);
   const __m256 sh = _mm256_set1_ps(shift);
   const __m256 none = _mm256_set1_ps(-INFINITY);
   const __m256 least = _mm256_set1_ps(kLeastExpArgument);
+  const __m256d f = _mm256_set1_pd(floor);
   __m256d sum0 = _mm256_setzero_pd(), sum1 = _mm256_setzero_pd();
   for (size_t i = 0; i < n; i += 8) {
     const __m256i t = lanes_left(n, i);
@@ -68,8 +69,8 @@ double exp_weights_avx2(const float* x, size_t n, float scale, float shift, doub
       _mm256_maskstore_pd(w + i, t0, e0);
       _mm256_maskstore_pd(w + i + 4, t1, e1);
     }
-    sum0 = _mm256_add_pd(sum0, e0);
-    sum1 = _mm256_add_pd(sum1, e1);
+    sum0 = _mm256_add_pd(sum0, _mm256_and_pd(_mm256_cmp_pd(e0, f, _CMP_GE_OQ), e0));
+    sum1 = _mm256_add_pd(sum1, _mm256_and_pd(_mm256_cmp_pd(e1, f, _CMP_GE_OQ), e1));
   }
   const __m256d s4 = _mm256_add_pd(sum0, sum1);
   const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));

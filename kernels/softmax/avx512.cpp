@@ -40,11 +40,12 @@ float scaled_max_avx512(const float* x, size_t n, float scale) {
   return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
 }
 
-double exp_weights_avx512(const float* x, size_t n, float scale, float shift, double* w) {
+double exp_weights_avx512(const float* x, size_t n, float scale, float shift, double floor, double* w) {
   const __m512 s = _mm512_set1_ps(scale);
   const __m512 sh = _mm512_set1_ps(shift);
   const __m512 none = _mm512_set1_ps(-INFINITY);
   const __m512 least = _mm512_set1_ps(kLeastExpArgument);
+  const __m512d f = _mm512_set1_pd(floor);
   __m512d sum0 = _mm512_setzero_pd(), sum1 = _mm512_setzero_pd();
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 t = lanes_left(n, i);
@@ -64,8 +65,8 @@ double exp_weights_avx512(const float* x, size_t n, float scale, float shift, do
       _mm512_mask_storeu_pd(w + i, static_cast<__mmask8>(t), e0);
       _mm512_mask_storeu_pd(w + i + 8, static_cast<__mmask8>(t >> 8), e1);
     }
-    sum0 = _mm512_add_pd(sum0, e0);
-    sum1 = _mm512_add_pd(sum1, e1);
+    sum0 = _mm512_mask_add_pd(sum0, _mm512_cmp_pd_mask(e0, f, _CMP_GE_OQ), sum0, e0);
+    sum1 = _mm512_mask_add_pd(sum1, _mm512_cmp_pd_mask(e1, f, _CMP_GE_OQ), sum1, e1);
   }
   return _mm512_reduce_add_pd(_mm512_add_pd(sum0, sum1));
 }

@@ -10,10 +10,10 @@ float scaled_max(const float* x, size_t n, float scale) {
   return scaled_max_ref(x, n, scale);
 }
 
-double exp_weights(const float* x, size_t n, float scale, float shift, double* w) {
-  if (active_isa() >= Isa::kAvx512) return exp_weights_avx512(x, n, scale, shift, w);
-  if (active_isa() >= Isa::kAvx2) return exp_weights_avx2(x, n, scale, shift, w);
-  return exp_weights_ref(x, n, scale, shift, w);
+double exp_weights(const float* x, size_t n, float scale, float shift, double floor, double* w) {
+  if (active_isa() >= Isa::kAvx512) return exp_weights_avx512(x, n, scale, shift, floor, w);
+  if (active_isa() >= Isa::kAvx2) return exp_weights_avx2(x, n, scale, shift, floor, w);
+  return exp_weights_ref(x, n, scale, shift, floor, w);
 }
 
 size_t pick_weight(const double* w, size_t n, double floor, double r) {

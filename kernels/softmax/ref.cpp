@@ -15,7 +15,7 @@ float scaled_max_ref(const float* x, size_t n, float scale) {
   return m;
 }
 
-double exp_weights_ref(const float* x, size_t n, float scale, float shift, double* w) {
+double exp_weights_ref(const float* x, size_t n, float scale, float shift, double floor, double* w) {
   double sum = 0.0;
   for (size_t i = 0; i < n; ++i) {
     double e = 0.0;
@@ -25,7 +25,7 @@ double exp_weights_ref(const float* x, size_t n, float scale, float shift, doubl
       if (d >= kLeastExpArgument) e = std::exp(static_cast<double>(d));
     }
     if (w != nullptr) w[i] = e;
-    sum += e;
+    if (e >= floor) sum += e;
   }
   return sum;
 }

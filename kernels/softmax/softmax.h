@@ -49,8 +49,9 @@ constexpr float kLeastExpfArgument = -87.0f;
 float scaled_max(const float* x, size_t n, float scale);
 
 // w[i] = exp(double(x[i] * scale - shift)) where x[i] > -inf and the argument is at least kLeastExpArgument,
-// else 0 (NaN too); returns the sum of the w[i]. w may be null: the sum alone.
-double exp_weights(const float* x, size_t n, float scale, float shift, double* w);
+// else 0 (NaN too); returns the sum of the w[i] at or above `floor` (min_p's kept mass; 0: all). w may be
+// null: the sum alone.
+double exp_weights(const float* x, size_t n, float scale, float shift, double floor, double* w);
 
 // The sum of exp(x[i] - shift) over the x[i] > -inf with x[i] - shift >= kLeastExpfArgument, each exp in
 // float (summed in double): log-sum-exp for logprobs, which are reported as floats. A float exp is within an
@@ -73,7 +74,7 @@ size_t ids_in_range(const double* w, size_t n, double lo, double hi, int32_t* id
 size_t pick_weight(const double* w, size_t n, double floor, double r);
 
 float scaled_max_ref(const float* x, size_t n, float scale);
-double exp_weights_ref(const float* x, size_t n, float scale, float shift, double* w);
+double exp_weights_ref(const float* x, size_t n, float scale, float shift, double floor, double* w);
 size_t pick_weight_ref(const double* w, size_t n, double floor, double r);
 double exp_sum_ref(const float* x, size_t n, float shift);
 void weight_bucket_masses_ref(const double* w, size_t n, double floor, double* masses);

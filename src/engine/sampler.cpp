@@ -176,24 +176,15 @@ void select_sampling_support(std::span<const float> logits, const SamplingParams
   constexpr float kForbidden = -std::numeric_limits<float>::infinity();
   const float max_logit = kernels::scaled_max(logits.data(), n, inv_t);
   if (!(max_logit > kForbidden)) return;  // every token forbidden
-  const bool min_p_alone = params.min_p > 0.0f && params.top_p >= 1.0f && params.top_k <= 0;
-
-  if (params.top_k > 0 || min_p_alone) {
-    // Few candidates survive: top-k keeps k, and min_p alone drops a candidate whose weight
-    // exp(logit - max) is surely under its floor (its exponent below log(min_p) by a margin far beyond
-    // exp's rounding) before computing it, saving the exp on most of a flat row; the exact test below
-    // decides the rest, so the kept set and its order are the same. Their exps are few: scalar.
+  if (params.top_k > 0) {
+    // top-k keeps k candidates: a heap selects them, and only theirs of the row's exps are computed
+    // (scalar: few).
     std::vector<SamplingCandidate>& c = out.listed;
-    const double keep_from = min_p_alone ? std::log(std::min(static_cast<double>(params.min_p), 1.0)) - 1e-6
-                                         : -std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < n; ++i) {
       const float v = logits[i];
-      if (!(v > kForbidden)) continue;  // forbidden (or NaN)
-      const float l = v * inv_t;
-      if (static_cast<double>(l - max_logit) < keep_from) continue;
-      c.push_back({l, static_cast<int32_t>(i), 0.0});
+      if (v > kForbidden) c.push_back({v * inv_t, static_cast<int32_t>(i), 0.0});  // not forbidden (nor NaN)
     }
-    if (params.top_k > 0 && static_cast<size_t>(params.top_k) < c.size()) {
+    if (static_cast<size_t>(params.top_k) < c.size()) {
       const auto kth = c.begin() + params.top_k;
       // A heap of k beats quickselect's passes over the whole row while k is small.
       if (params.top_k <= 256) {
@@ -219,24 +210,25 @@ void select_sampling_support(std::span<const float> logits, const SamplingParams
     return;
   }
 
-  // Every token may be kept (temperature alone, top_p, min_p with top_p): every weight in one vector pass
-  // into thread-local scratch (the compute pool samples many rows at once); what is kept is a floor over
-  // them, and top-p's cut bucket is listed. Nothing of the row is copied.
+  // Every token may be kept (temperature alone, top_p, min_p): every weight in one vector pass into
+  // thread-local scratch (the compute pool samples many rows at once); what is kept is a floor over them,
+  // and top-p's cut bucket is listed. Nothing of the row is copied.
   thread_local std::vector<double> weights;
   weights.resize(n);
   const double* w = weights.data();
-  const double total = kernels::exp_weights(logits.data(), n, inv_t, max_logit, weights.data());
   out.row = std::span<const double>(weights.data(), n);
   // The best candidate's weight is exp(0) = 1, so min_p's floor is min_p itself; the best always stays.
   // Without it, the floor is the least positive weight: forbidden tokens (and weights that underflowed)
   // are 0 and can never be drawn.
   const double floor = params.min_p > 0.0f ? std::min(static_cast<double>(params.min_p), 1.0)
                                            : std::numeric_limits<double>::denorm_min();
-  if (params.top_p >= 1.0f) {
+  if (params.top_p >= 1.0f) {  // the kept mass comes with the weights
     out.row_floor = floor;
-    out.row_mass = total;
+    out.row_mass = kernels::exp_weights(logits.data(), n, inv_t, max_logit, floor, weights.data());
     return;
   }
+  // top_p's target counts every weight, min_p's cut ones too (it applies after min_p).
+  const double total = kernels::exp_weights(logits.data(), n, inv_t, max_logit, 0.0, weights.data());
   const double target = static_cast<double>(params.top_p) * total;
   double masses[kernels::kWeightBuckets] = {};
   kernels::weight_bucket_masses(w, n, floor, masses);

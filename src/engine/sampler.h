@@ -33,11 +33,11 @@ struct SamplingCandidate {
 // The tokens temperature sampling may choose from one row (top-k, then min-p, then top-p applied to the
 // finite logits): every token whose weight in `row` is at least `row_floor`, then the `listed` candidates.
 // The vocabulary is never sorted (a full sort of 131,072 logits per sequence per token was the cost of
-// sampling). Temperature alone, top-p and min-p with top-p keep most of a flat row, so they are a floor
-// over the row's weights (computed in one vector pass); top-p sorts only the candidates in the weight
-// bucket of its cut (1/16 of a binary octave wide: all of them when every weight falls in one bucket, e.g.
-// equal logits after a grammar mask) and lists those it keeps. top-k and min-p alone keep few: all listed.
-// The set is the one a full sort gives (up to one token where the cut lands within rounding of top_p).
+// sampling). Without top-k, every weight comes from one vector pass over the row, min-p is a floor over
+// them, and top-p adds a floor at the weight bucket its cut falls in (1/16 of a binary octave, split further
+// when it holds many): that bucket's candidates are sorted, and those top-p keeps are listed. With top-k,
+// a heap selects the k candidates, all listed. The set is the one a full sort gives (up to one token where
+// the cut lands within rounding of top_p).
 struct SamplingSupport {
   std::span<const double> row;  // every token's weight by id (thread-local: valid until the next select)
   double row_floor = 0.0;       // > 0: forbidden tokens have weight 0

@@ -19,7 +19,7 @@ struct Bodies {
   const char* name;
   Isa isa;
   float (*scaled_max)(const float*, size_t, float);
-  double (*exp_weights)(const float*, size_t, float, float, double*);
+  double (*exp_weights)(const float*, size_t, float, float, double, double*);
   double (*exp_sum)(const float*, size_t, float);
   void (*bucket_masses)(const double*, size_t, double, double*);
   size_t (*ids_in_range)(const double*, size_t, double, double, int32_t*);
@@ -88,8 +88,9 @@ TEST_P(SoftmaxKernels, ExpWeightsAreTheDoubleExpOfTheRoundedLogit) {
     const float scale = 1.0f / 0.7f;
     const float shift = scaled_max_ref(r.data(), r.size(), scale);
     std::vector<double> w(r.size() + 1, -1.0);
-    const double sum = GetParam().exp_weights(r.data(), r.size(), scale, shift, w.data());
-    double want_sum = 0.0;
+    const double sum = GetParam().exp_weights(r.data(), r.size(), scale, shift, 0.0, w.data());
+    const double floor = 0.01;  // min_p's kept mass: the weights at or above it
+    double want_sum = 0.0, want_kept = 0.0;
     for (size_t i = 0; i < r.size(); ++i) {
       if (!(r[i] > kNone)) {
         EXPECT_EQ(w[i], 0.0) << "forbidden or NaN at " << i;
@@ -99,11 +100,14 @@ TEST_P(SoftmaxKernels, ExpWeightsAreTheDoubleExpOfTheRoundedLogit) {
       const float d = l - shift;
       const double want = d >= kLeastExpArgument ? std::exp(static_cast<double>(d)) : 0.0;
       want_sum += want;
+      if (w[i] >= floor) want_kept += w[i];
       EXPECT_NEAR(w[i], want, 1e-15 * want) << "n " << r.size() << " at " << i;
     }
     EXPECT_EQ(w[r.size()], -1.0) << "written past the row";
     EXPECT_NEAR(sum, want_sum, 1e-12 * want_sum) << "n " << r.size();
-    EXPECT_EQ(GetParam().exp_weights(r.data(), r.size(), scale, shift, nullptr), sum);
+    EXPECT_EQ(GetParam().exp_weights(r.data(), r.size(), scale, shift, 0.0, nullptr), sum);
+    EXPECT_NEAR(GetParam().exp_weights(r.data(), r.size(), scale, shift, floor, nullptr), want_kept,
+                1e-12 * want_kept);
   }
 }
 
