@@ -23,46 +23,52 @@ inline uint64_t rotl(uint64_t x, int k) {
   return (x << k) | (x >> (64 - k));
 }
 
+// Most likely first; ties to the lowest id, so a kept set never depends on the input order.
+constexpr auto most_likely_first = [](const SamplingCandidate& a, const SamplingCandidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+};
+
+// The k most likely of x[i] * scale (forbidden and NaN left out), most likely first, into `out` (weights
+// 0): one scan keeps the best k so far, and a token enters only above the current k-th, which after the
+// first few hundred tokens of a row almost never happens (no candidate per token, no heap over the row).
+// Ids arrive in increasing order, so an equal value never displaces a kept one.
+void select_top(std::span<const float> x, float scale, size_t k, std::vector<SamplingCandidate>& out) {
+  out.clear();
+  if (k == 0) return;
+  out.reserve(k + 1);
+  auto insert = [&](float l, size_t id) {
+    const SamplingCandidate c{l, static_cast<int32_t>(id), 0.0};
+    out.insert(std::upper_bound(out.begin(), out.end(), c, most_likely_first), c);
+  };
+  constexpr float kForbidden = -std::numeric_limits<float>::infinity();
+  size_t i = 0;
+  for (; i < x.size() && out.size() < k; ++i) {
+    if (x[i] > kForbidden) insert(x[i] * scale, i);
+  }
+  if (out.size() < k) return;
+  float last = out.back().logit;
+  for (; i < x.size(); ++i) {
+    const float l = x[i] * scale;
+    if (l > last) {  // false for forbidden and NaN too
+      insert(l, i);
+      out.pop_back();
+      last = out.back().logit;
+    }
+  }
+}
+
 // log-softmax of the raw logits, for logprobs: computed before any sampling adjustment, as OpenAI and
-// vLLM report them (the model's own distribution). The top entries come from one scan that keeps the best
-// `top` so far: a value enters only above the current last, which after the first few hundred tokens of a
-// row almost never happens (no index array, no heap over the whole vocabulary).
+// vLLM report them (the model's own distribution).
 void fill_logprobs(std::span<const float> raw, int32_t chosen, int top, TokenEvent& ev) {
   const float max_logit = kernels::scaled_max(raw.data(), raw.size(), 1.0f);
   const double sum = kernels::exp_sum(raw.data(), raw.size(), max_logit);
   const float log_z = max_logit + static_cast<float>(std::log(sum));
   ev.logprob = raw[static_cast<size_t>(chosen)] - log_z;
   if (top <= 0) return;
-  const size_t k = std::min<size_t>(static_cast<size_t>(top), raw.size());
-  // Most likely first, ties to the lowest id: ids arrive in increasing order, so an equal value never
-  // displaces a kept one. NaN never enters.
-  std::vector<std::pair<float, int32_t>> best;
-  best.reserve(k + 1);
-  auto insert = [&](float v, size_t id) {
-    auto at =
-        std::upper_bound(best.begin(), best.end(), v,
-                         [](float value, const std::pair<float, int32_t>& b) { return value > b.first; });
-    best.insert(at, {v, static_cast<int32_t>(id)});
-  };
-  size_t i = 0;
-  for (; i < raw.size() && best.size() < k; ++i) {
-    if (raw[i] == raw[i]) insert(raw[i], i);
-  }
-  float last = best.empty() ? 0.0f : best.back().first;
-  for (; i < raw.size(); ++i) {
-    if (raw[i] > last) {
-      insert(raw[i], i);
-      best.pop_back();
-      last = best.back().first;
-    }
-  }
-  for (const auto& [v, id] : best) ev.top_logprobs.emplace_back(id, v - log_z);
+  thread_local std::vector<SamplingCandidate> best;
+  select_top(raw, 1.0f, std::min<size_t>(static_cast<size_t>(top), raw.size()), best);
+  for (const auto& c : best) ev.top_logprobs.emplace_back(c.id, c.logit - log_z);
 }
-
-// Most likely first; ties to the lowest id, so a kept set never depends on the input order.
-constexpr auto most_likely_first = [](const SamplingCandidate& a, const SamplingCandidate& b) {
-  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-};
 
 // Where top-p cuts, from the mass of every weight bucket (kernels::weight_bucket: every bucket is a run of
 // the most-likely-first order): the bucket the cut falls in, and the mass before it. Only that bucket is
@@ -177,22 +183,21 @@ void select_sampling_support(std::span<const float> logits, const SamplingParams
   const float max_logit = kernels::scaled_max(logits.data(), n, inv_t);
   if (!(max_logit > kForbidden)) return;  // every token forbidden
   if (params.top_k > 0) {
-    // top-k keeps k candidates: a heap selects them, and only theirs of the row's exps are computed
-    // (scalar: few).
+    // top-k keeps k candidates, and only their exps are computed (scalar: few). A small k is one scan;
+    // a large one selects among every candidate.
     std::vector<SamplingCandidate>& c = out.listed;
-    for (size_t i = 0; i < n; ++i) {
-      const float v = logits[i];
-      if (v > kForbidden) c.push_back({v * inv_t, static_cast<int32_t>(i), 0.0});  // not forbidden (nor NaN)
-    }
-    if (static_cast<size_t>(params.top_k) < c.size()) {
-      const auto kth = c.begin() + params.top_k;
-      // A heap of k beats quickselect's passes over the whole row while k is small.
-      if (params.top_k <= 256) {
-        std::partial_sort(c.begin(), kth, c.end(), most_likely_first);
-      } else {
-        std::nth_element(c.begin(), kth - 1, c.end(), most_likely_first);
+    const auto k = static_cast<size_t>(params.top_k);
+    if (k <= 256) {
+      select_top(logits, inv_t, k, c);
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        const float v = logits[i];
+        if (v > kForbidden) c.push_back({v * inv_t, static_cast<int32_t>(i), 0.0});
       }
-      c.resize(static_cast<size_t>(params.top_k));
+      if (k < c.size()) {
+        std::nth_element(c.begin(), c.begin() + params.top_k - 1, c.end(), most_likely_first);
+        c.resize(k);
+      }
     }
     double total = 0.0;
     for (auto& x : c) {
