@@ -32,9 +32,8 @@
 #include "util/process_memory.h"
 #include "util/text_file.h"
 
-#ifndef SPARK_GIT_COMMIT
-#define SPARK_GIT_COMMIT "unknown"
-#endif
+// The commit this binary was built from (bench/CMakeLists.txt writes it at every build).
+const char* spark_git_commit();
 
 namespace spark {
 
@@ -584,7 +583,7 @@ int run(const BenchOptions& o) {
       base.load_s = load_s;
       base.rss_anon_settled_bytes = settled;
       base.rss_anon_peak_bytes = peak.load();
-      base.commit = SPARK_GIT_COMMIT;
+      base.commit = spark_git_commit();
       KvPagePool kv_pool(cfg, 16, 0, false, parse_kv_cache_dtype(o.kv_cache_dtype));
       std::vector<float> logits;
       if (o.n_prompt > 0) {
