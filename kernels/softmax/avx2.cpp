@@ -22,6 +22,22 @@ inline __m256i lanes_left(size_t n, size_t i) {
 
 }  // namespace
 
+size_t argmax_avx2(const float* x, size_t n) {
+  // The maximum, then the first lane equal to it: two passes that stream, against a scalar loop whose
+  // every compare waits on the last.
+  const float m = scaled_max_avx2(x, n, 1.0f);
+  if (!(m > -INFINITY)) return 0;
+  const __m256 mv = _mm256_set1_ps(m);
+  for (size_t i = 0; i < n; i += 8) {
+    const __m256i t = lanes_left(n, i);
+    const __m256 eq =
+        _mm256_and_ps(_mm256_cmp_ps(_mm256_maskload_ps(x + i, t), mv, _CMP_EQ_OQ), _mm256_castsi256_ps(t));
+    const int bits = _mm256_movemask_ps(eq);
+    if (bits != 0) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(bits)));
+  }
+  return 0;
+}
+
 float scaled_max_avx2(const float* x, size_t n, float scale) {
   const __m256 s = _mm256_set1_ps(scale);
   const __m256 none = _mm256_set1_ps(-INFINITY);

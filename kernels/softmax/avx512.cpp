@@ -20,6 +20,20 @@ inline __mmask16 lanes_left(size_t n, size_t i) {
 
 }  // namespace
 
+size_t argmax_avx512(const float* x, size_t n) {
+  // The maximum, then the first lane equal to it: two passes that stream, against a scalar loop whose
+  // every compare waits on the last.
+  const float m = scaled_max_avx512(x, n, 1.0f);
+  if (!(m > -INFINITY)) return 0;
+  const __m512 mv = _mm512_set1_ps(m);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 t = lanes_left(n, i);
+    const __mmask16 eq = _mm512_mask_cmp_ps_mask(t, _mm512_maskz_loadu_ps(t, x + i), mv, _CMP_EQ_OQ);
+    if (eq != 0) return i + static_cast<size_t>(__builtin_ctz(eq));
+  }
+  return 0;
+}
+
 float scaled_max_avx512(const float* x, size_t n, float scale) {
   const __m512 s = _mm512_set1_ps(scale);
   const __m512 none = _mm512_set1_ps(-INFINITY);

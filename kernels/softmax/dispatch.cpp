@@ -4,6 +4,12 @@
 
 namespace spark::kernels {
 
+size_t argmax(const float* x, size_t n) {
+  if (active_isa() >= Isa::kAvx512) return argmax_avx512(x, n);
+  if (active_isa() >= Isa::kAvx2) return argmax_avx2(x, n);
+  return argmax_ref(x, n);
+}
+
 float scaled_max(const float* x, size_t n, float scale) {
   if (active_isa() >= Isa::kAvx512) return scaled_max_avx512(x, n, scale);
   if (active_isa() >= Isa::kAvx2) return scaled_max_avx2(x, n, scale);

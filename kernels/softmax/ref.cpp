@@ -6,6 +6,18 @@
 
 namespace spark::kernels {
 
+size_t argmax_ref(const float* x, size_t n) {
+  size_t best = 0;
+  float value = -std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < n; ++i) {
+    if (x[i] > value) {
+      value = x[i];
+      best = i;
+    }
+  }
+  return best;
+}
+
 float scaled_max_ref(const float* x, size_t n, float scale) {
   constexpr float kNone = -std::numeric_limits<float>::infinity();
   float m = kNone;

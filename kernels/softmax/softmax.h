@@ -1,5 +1,5 @@
-// The row passes of sampling from logits, as a kernel family: the scaled maximum, every weight
-// exp(x * scale - shift) with their sum, top-p's weight buckets, and the token a draw picks among the
+// The row passes of sampling from logits, as a kernel family: greedy's argmax, the scaled maximum, every
+// weight exp(x * scale - shift) with their sum, top-p's weight buckets, and the token a draw picks among the
 // weights over a floor. Sampling and logprobs run them over a whole 131,072-token row per sequence per
 // token; one scalar std::exp per token was most of the sampling time (0.6 ms a row, against the 0.1 ms of
 // a greedy argmax).
@@ -45,6 +45,9 @@ inline double weight_bucket_least(int key) {
 constexpr float kLeastExpArgument = -708.0f;
 constexpr float kLeastExpfArgument = -87.0f;
 
+// Greedy decoding: the first index of the largest x[i] (NaN never wins; 0 when nothing is above -inf).
+size_t argmax(const float* x, size_t n);
+
 // The largest x[i] * scale over the x[i] > -inf (NaN skipped): -inf when there is none.
 float scaled_max(const float* x, size_t n, float scale);
 
@@ -73,6 +76,7 @@ size_t ids_in_range(const double* w, size_t n, double lo, double hi, int32_t* id
 // its neighbour: the same distribution.
 size_t pick_weight(const double* w, size_t n, double floor, double r);
 
+size_t argmax_ref(const float* x, size_t n);
 float scaled_max_ref(const float* x, size_t n, float scale);
 double exp_weights_ref(const float* x, size_t n, float scale, float shift, double floor, double* w);
 size_t pick_weight_ref(const double* w, size_t n, double floor, double r);

@@ -311,9 +311,7 @@ TokenEvent Sampler::sample(std::span<float> logits, LogitsProcessor* processor) 
   int32_t chosen = 0;
   if (params_.temperature <= 1e-5f) {
     // Greedy; ties go to the lowest id so results are comparable across engines.
-    for (int32_t i = 1; i < vocab; ++i) {
-      if (logits[static_cast<size_t>(i)] > logits[static_cast<size_t>(chosen)]) chosen = i;
-    }
+    chosen = static_cast<int32_t>(kernels::argmax(logits.data(), logits.size()));
   } else {
     select_sampling_support(logits, params_, support_);
     if (support_.empty()) throw std::runtime_error("every token was forbidden");

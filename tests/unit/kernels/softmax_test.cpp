@@ -18,6 +18,7 @@ constexpr float kNone = -std::numeric_limits<float>::infinity();
 struct Bodies {
   const char* name;
   Isa isa;
+  size_t (*argmax)(const float*, size_t);
   float (*scaled_max)(const float*, size_t, float);
   double (*exp_weights)(const float*, size_t, float, float, double, double*);
   double (*exp_sum)(const float*, size_t, float);
@@ -31,11 +32,11 @@ void PrintTo(const Bodies& b, std::ostream* os) {
 }
 
 const Bodies kBodies[] = {
-    {"ref", Isa::kScalar, scaled_max_ref, exp_weights_ref, exp_sum_ref, weight_bucket_masses_ref,
+    {"ref", Isa::kScalar, argmax_ref, scaled_max_ref, exp_weights_ref, exp_sum_ref, weight_bucket_masses_ref,
      ids_in_range_ref, pick_weight_ref},
-    {"avx2", Isa::kAvx2, scaled_max_avx2, exp_weights_avx2, exp_sum_avx2, weight_bucket_masses_avx2,
-     ids_in_range_avx2, pick_weight_avx2},
-    {"avx512", Isa::kAvx512, scaled_max_avx512, exp_weights_avx512, exp_sum_avx512,
+    {"avx2", Isa::kAvx2, argmax_avx2, scaled_max_avx2, exp_weights_avx2, exp_sum_avx2,
+     weight_bucket_masses_avx2, ids_in_range_avx2, pick_weight_avx2},
+    {"avx512", Isa::kAvx512, argmax_avx512, scaled_max_avx512, exp_weights_avx512, exp_sum_avx512,
      weight_bucket_masses_avx512, ids_in_range_avx512, pick_weight_avx512},
 };
 
@@ -68,6 +69,24 @@ class SoftmaxKernels : public ::testing::TestWithParam<Bodies> {
 };
 
 }  // namespace
+
+TEST_P(SoftmaxKernels, ArgmaxIsTheFirstLargest) {
+  for (auto r : rows()) {
+    // Ties at the top, placed late and early; then with every value forbidden.
+    if (r.size() > 8) r[r.size() - 3] = r[5] = 1e6f;
+    size_t want = 0;  // the first largest allowed value
+    bool any = false;
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (r[i] > kNone && (!any || r[i] > r[want])) {
+        want = i;
+        any = true;
+      }
+    }
+    EXPECT_EQ(GetParam().argmax(r.data(), r.size()), want) << "n " << r.size();
+    std::fill(r.begin(), r.end(), kNone);
+    EXPECT_EQ(GetParam().argmax(r.data(), r.size()), 0u);
+  }
+}
 
 TEST_P(SoftmaxKernels, ScaledMaxIsTheMaximumOfTheAllowed) {
   for (const auto& r : rows()) {
