@@ -98,7 +98,8 @@ void take_from_cut_bucket(std::vector<SamplingCandidate>& bucket, const TopPCut&
                           std::vector<SamplingCandidate>& out) {
   constexpr size_t kFewToSort = 256;
   double cum = cut.before;
-  if (cut.bucket < kernels::kWeightBuckets - 1) {  // the last bucket spans many exponents
+  // Buckets 0 (clamped: weights >= 2 - 1/16, none but rounding) and the last span many exponents.
+  if (cut.bucket > 0 && cut.bucket < kernels::kWeightBuckets - 1) {
     for (int shift = 40; shift >= 0 && bucket.size() > kFewToSort; shift -= 8) {
       auto sub_key = [shift](double w) {
         return 255 - static_cast<int>((std::bit_cast<uint64_t>(w) >> shift) & 255);
