@@ -66,8 +66,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const int elem = spark::safetensors_dtype_size(t.dtype);
       check(elem > 0, "tensor with an unknown dtype", name);
       unsigned __int128 want = static_cast<unsigned>(elem);
+      bool empty = false;  // a zero dimension makes the tensor empty whatever the others are
       for (int64_t d : t.shape) {
         check(d >= 0, "negative dimension", name);
+        empty = empty || d == 0;
+      }
+      for (int64_t d : t.shape) {
+        if (empty) {
+          want = 0;
+          break;
+        }
         want *= static_cast<uint64_t>(d);
         if (want > data_size) break;  // also stops the product from overflowing 128 bits
       }
