@@ -79,12 +79,10 @@ double exp_weights_avx2(const float* x, size_t n, float scale, float shift, doub
         _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(_mm256_extractf128_ps(k, 1))));
     const __m256d e0 = _mm256_and_pd(k0, _ZGVdN4v_exp(_mm256_cvtps_pd(_mm256_castps256_ps128(dk))));
     const __m256d e1 = _mm256_and_pd(k1, _ZGVdN4v_exp(_mm256_cvtps_pd(_mm256_extractf128_ps(dk, 1))));
-    if (w != nullptr) {
-      const __m256i t0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(t));
-      const __m256i t1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(t, 1));
-      _mm256_maskstore_pd(w + i, t0, e0);
-      _mm256_maskstore_pd(w + i + 4, t1, e1);
-    }
+    const __m256i t0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(t));
+    const __m256i t1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(t, 1));
+    _mm256_maskstore_pd(w + i, t0, e0);
+    _mm256_maskstore_pd(w + i + 4, t1, e1);
     sum0 = _mm256_add_pd(sum0, _mm256_and_pd(_mm256_cmp_pd(e0, f, _CMP_GE_OQ), e0));
     sum1 = _mm256_add_pd(sum1, _mm256_and_pd(_mm256_cmp_pd(e1, f, _CMP_GE_OQ), e1));
   }

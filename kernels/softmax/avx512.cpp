@@ -75,10 +75,8 @@ double exp_weights_avx512(const float* x, size_t n, float scale, float shift, do
                                            _ZGVeN8v_exp(_mm512_cvtps_pd(_mm512_castps512_ps256(dk))));
     const __m512d e1 = _mm512_maskz_mov_pd(static_cast<__mmask8>(k >> 8),
                                            _ZGVeN8v_exp(_mm512_cvtps_pd(_mm512_extractf32x8_ps(dk, 1))));
-    if (w != nullptr) {
-      _mm512_mask_storeu_pd(w + i, static_cast<__mmask8>(t), e0);
-      _mm512_mask_storeu_pd(w + i + 8, static_cast<__mmask8>(t >> 8), e1);
-    }
+    _mm512_mask_storeu_pd(w + i, static_cast<__mmask8>(t), e0);
+    _mm512_mask_storeu_pd(w + i + 8, static_cast<__mmask8>(t >> 8), e1);
     sum0 = _mm512_mask_add_pd(sum0, _mm512_cmp_pd_mask(e0, f, _CMP_GE_OQ), sum0, e0);
     sum1 = _mm512_mask_add_pd(sum1, _mm512_cmp_pd_mask(e1, f, _CMP_GE_OQ), sum1, e1);
   }

@@ -36,7 +36,7 @@ double exp_weights_ref(const float* x, size_t n, float scale, float shift, doubl
       const float d = l - shift;
       if (d >= kLeastExpArgument) e = std::exp(static_cast<double>(d));
     }
-    if (w != nullptr) w[i] = e;
+    w[i] = e;
     if (e >= floor) sum += e;
   }
   return sum;

@@ -52,8 +52,7 @@ size_t argmax(const float* x, size_t n);
 float scaled_max(const float* x, size_t n, float scale);
 
 // w[i] = exp(double(x[i] * scale - shift)) where x[i] > -inf and the argument is at least kLeastExpArgument,
-// else 0 (NaN too); returns the sum of the w[i] at or above `floor` (min_p's kept mass; 0: all). w may be
-// null: the sum alone.
+// else 0 (NaN too); returns the sum of the w[i] at or above `floor` (min_p's kept mass; 0: all).
 double exp_weights(const float* x, size_t n, float scale, float shift, double floor, double* w);
 
 // The sum of exp(x[i] - shift) over the x[i] > -inf with x[i] - shift >= kLeastExpfArgument, each exp in
