@@ -131,7 +131,11 @@ int run(const Options& o) {
     std::printf("| roof (%s) | 1 thread | %d threads |\n|---|---|---|\n", roof.isa.c_str(), roof.threads);
     std::printf("| read bandwidth GB/s | %.1f | %.1f |\n", roof.read_gbps_1t, roof.read_gbps);
     std::printf("| f32 FMA GFLOP/s | %.1f | %.1f |\n", roof.fma_gflops_1t, roof.fma_gflops);
-    std::printf("| int8 dot GOP/s | %.1f | %.1f |\n\n", roof.int8_gops_1t, roof.int8_gops);
+    std::printf("| int8 dot GOP/s | %.1f | %.1f |\n", roof.int8_gops_1t, roof.int8_gops);
+    std::printf("| bf16 dot (vdpbf16ps) GFLOP/s | %.1f | %.1f |\n", roof.bf16_gflops_1t, roof.bf16_gflops);
+    std::printf("| AMX int8 (tdpbssd) GOP/s | %.1f | %.1f |\n", roof.amx_int8_gops_1t, roof.amx_int8_gops);
+    std::printf("| AMX bf16 (tdpbf16ps) GFLOP/s | %.1f | %.1f |\n\n", roof.amx_bf16_gflops_1t,
+                roof.amx_bf16_gflops);
   }
 
   std::vector<Isa> tiers;
@@ -197,21 +201,21 @@ int run(const Options& o) {
           const double t = median(times);
           const double gflops = 2.0 * static_cast<double>(m) * s.n * s.k / t / 1e9;
           const double gbps = static_cast<double>(w.bytes()) / t / 1e9;
+          const GemmChoice choice = describe_gemm(format, m, isa, w.bf16_activations);
           std::string roof_text = "";
           if (o.roofline) {
-            // Decode is judged against bandwidth, prefill against the arithmetic peak of its kind.
+            // Decode is judged against bandwidth, prefill against the peak of the instructions the kernel
+            // multiplies with.
             char buf[64];
             if (m <= kDecodeMaxM) {
               std::snprintf(buf, sizeof buf, "%.0f%% of read BW", 100.0 * gbps / roof.read_gbps);
             } else {
-              const bool integer = format == WeightFormat::kInt8 || format == WeightFormat::kW4A8;
               std::snprintf(buf, sizeof buf, "%.0f%% of %s peak",
-                            100.0 * gflops / (integer ? roof.int8_gops : roof.fma_gflops),
-                            integer ? "int8" : "FMA");
+                            100.0 * gflops / arithmetic_peak(roof, choice.arithmetic),
+                            arithmetic_name(choice.arithmetic));
             }
             roof_text = buf;
           }
-          const GemmChoice choice = describe_gemm(format, m, isa, w.bf16_activations);
           std::printf("| %s | %lld | %s | %s | %s | %.3f | %.3f | %.1f | %.1f | %s |\n", s.name.c_str(),
                       static_cast<long long>(m), fname.c_str(), isa_name(isa), choice.kernel.c_str(), t * 1e3,
                       *std::min_element(times.begin(), times.end()) * 1e3, gflops, gbps, roof_text.c_str());

@@ -179,9 +179,9 @@ int run_roofline(const BenchOptions& o) {
   }
   const double flop_per_token = 2.0 * static_cast<double>(params);
   std::printf(
-      "| threads | read GB/s | f32 FMA GFLOP/s | int8 GOP/s | format | decode ceiling t/s | prefill ceiling "
-      "t/s |\n");
-  std::printf("|---:|---:|---:|---:|---|---:|---:|\n");
+      "| threads | read GB/s | f32 FMA GFLOP/s | int8 GOP/s | format | decode ceiling t/s | prefill peak "
+      "G/s | prefill ceiling t/s |\n");
+  std::printf("|---:|---:|---:|---:|---|---:|---|---:|\n");
   for (int threads : o.threads) {
     ThreadPool pool(threads);
     const kernels::Roofline r = kernels::measure_roofline(pool);
@@ -197,10 +197,13 @@ int run_roofline(const BenchOptions& o) {
         bytes += kernels::bits_per_weight(f, e.shape[0], e.shape[1]) / 8.0 *
                  static_cast<double>(e.shape[0] * e.shape[1]);
       }
-      const bool integer = f == kernels::WeightFormat::kInt8 || f == kernels::WeightFormat::kW4A8;
-      const double peak = integer ? r.int8_gops : r.fma_gflops;
-      std::printf("| %d | %.1f | %.0f | %.0f | %s | %.1f | %.1f |\n", threads, r.read_gbps, r.fma_gflops,
-                  r.int8_gops, name, r.read_gbps * 1e9 / bytes, peak * 1e9 / flop_per_token);
+      // Prefill is bounded by the instructions the active tier's prefill kernel multiplies with.
+      const kernels::Arithmetic arithmetic =
+          kernels::describe_gemm(f, 512, kernels::active_isa(), false).arithmetic;
+      const double peak = kernels::arithmetic_peak(r, arithmetic);
+      std::printf("| %d | %.1f | %.0f | %.0f | %s | %.1f | %s %.0f | %.1f |\n", threads, r.read_gbps,
+                  r.fma_gflops, r.int8_gops, name, r.read_gbps * 1e9 / bytes,
+                  kernels::arithmetic_name(arithmetic), peak, peak * 1e9 / flop_per_token);
     }
   }
   std::printf(

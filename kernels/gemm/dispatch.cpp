@@ -99,6 +99,22 @@ GemmFn kernel_fn(Kernel k) {
 
 }  // namespace
 
+const char* arithmetic_name(Arithmetic a) {
+  switch (a) {
+    case Arithmetic::kF32Fma:
+      return "f32 FMA";
+    case Arithmetic::kInt8Dot:
+      return "int8 dot";
+    case Arithmetic::kBf16Dot:
+      return "bf16 dot";
+    case Arithmetic::kAmxInt8:
+      return "AMX int8";
+    case Arithmetic::kAmxBf16:
+      return "AMX bf16";
+  }
+  return "?";
+}
+
 GemmFn select_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_activations) {
   return kernel_fn(select_kernel(format, m, isa, bf16_activations));
 }
@@ -122,45 +138,55 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
     }
     case Kernel::kInt8Avx2:
       return {"int8 avx2 " + std::string(decode ? "gemv" : "tiles"),
-              rows + "; vpmaddubsw with the sign trick (|x| times sign-adjusted w) cannot saturate"};
+              rows + "; vpmaddubsw with the sign trick (|x| times sign-adjusted w) cannot saturate",
+              Arithmetic::kInt8Dot};
     case Kernel::kInt8Avx512:
       return {"int8 avx512-vnni " + std::string(decode ? "gemv" : "tiles"),
-              rows + "; vpdpbusd on (x + 128) x w, exact after subtracting 128 x stored row sums"};
+              rows + "; vpdpbusd on (x + 128) x w, exact after subtracting 128 x stored row sums",
+              Arithmetic::kInt8Dot};
     case Kernel::kW4A8Avx2:
       return {"w4a8 avx2 " + std::string(decode ? "gemv" : "tiles"),
-              rows + "; nibbles unpacked in registers into vpmaddubsw (q <= 15 cannot saturate)"};
+              rows + "; nibbles unpacked in registers into vpmaddubsw (q <= 15 cannot saturate)",
+              Arithmetic::kInt8Dot};
     case Kernel::kW4A8Avx512:
       return {"w4a8 avx512-vnni " + std::string(decode ? "gemv" : "tiles"),
               rows + "; nibbles unpacked in registers into vpdpbusd, zero point via activation group sums" +
                   (isa >= Isa::kAmx && !decode ? " (AMX from " + std::to_string(kW4A8AmxMinRows) +
                                                      " rows: below, unpacking for the tiles costs more)"
-                                               : "")};
+                                               : ""),
+              Arithmetic::kInt8Dot};
     case Kernel::kBf16DotAvx512:
       return {
           std::string("bf16 avx512-bf16 ") + (decode ? "row dots" : "pair panels"),
           rows +
               "; vdpbf16ps with activations rounded to bf16 (bf16_activations): 2x the products of an f32 "
-              "FMA, relative error ~2^-9 per activation"};
+              "FMA, relative error ~2^-9 per activation",
+          Arithmetic::kBf16Dot};
     case Kernel::kBf16Amx:
-      return {"bf16 amx tiles", rows +
-                                    "; tdpbf16ps with activations rounded to bf16 (bf16_activations), weight "
-                                    "rows re-laid as B tiles once per task of 256 rows"};
+      return {"bf16 amx tiles",
+              rows +
+                  "; tdpbf16ps with activations rounded to bf16 (bf16_activations), weight "
+                  "rows re-laid as B tiles once per task of 256 rows",
+              Arithmetic::kAmxBf16};
     case Kernel::kInt8Amx:
       return {"int8 amx tiles",
               rows +
                   "; tdpbssd on 16x64 activation by 64x16 weight tiles (the packed lines are "
-                  "B-tile rows), 16x the multiply-adds of vpdpbusd per instruction"};
+                  "B-tile rows), 16x the multiply-adds of vpdpbusd per instruction",
+              Arithmetic::kAmxInt8};
     case Kernel::kW4A8Amx:
       return {"w4a8 amx tiles",
               rows +
                   "; each task unpacks its weight blocks to bytes once, tdpbsud per group of "
-                  "128, zero point via activation group sums"};
+                  "128, zero point via activation group sums",
+              Arithmetic::kAmxInt8};
     case Kernel::kW4A16Bf16Avx512:
       return {std::string("w4a16 avx512-bf16 ") + (decode ? "gemv" : "tiles"),
               rows + "; nibbles turned into bf16 in registers (vpermb at one row, else vpermq + vpshufb; " +
                   "vpternlogd), vdpbf16ps on " +
                   "bf16 activations, per group 16 scale * sum(x*(1+q/16)) + (min - 16 scale) * sum(x)" +
-                  (decode ? "" : "; 8x32 tiles unpack each line once per 8 rows")};
+                  (decode ? "" : "; 8x32 tiles unpack each line once per 8 rows"),
+              Arithmetic::kBf16Dot};
     case Kernel::kW4A16Avx2:
     case Kernel::kW4A16Avx512: {
       const std::string isa_word = isa >= Isa::kAvx512 ? " avx512" : " avx2";

@@ -45,6 +45,19 @@ double median_rate(ThreadPool& pool, size_t tasks, int reps, const Work& work) {
   return median(rates);
 }
 
+// G-units per second of `loop(iters, &sink)` (which returns the units it did) on 8 tasks per pool thread.
+template <class Sink>
+double loop_rate(ThreadPool& pool, int reps, int64_t iters, double (*loop)(int64_t, Sink*)) {
+  std::atomic<bool> sink{false};
+  const double rate = median_rate(pool, static_cast<size_t>(8 * pool.size()), reps, [&](size_t) {
+    Sink s{};
+    const double units = loop(iters, &s);
+    if (s == Sink{12345}) sink = true;  // keeps the loop's result live
+    return units;
+  });
+  return rate / 1e9;
+}
+
 }  // namespace
 
 size_t last_level_cache_bytes() {
@@ -109,6 +122,37 @@ double measure_int8_peak(ThreadPool& pool, int reps) {
   return rate / 1e9;
 }
 
+double measure_bf16_dot_peak(ThreadPool& pool, int reps) {
+  if (!use_avx512() || !cpu_features().avx512_bf16) return 0.0;
+  return loop_rate(pool, reps, 200000, bf16_dot_loop_avx512);
+}
+
+double measure_amx_int8_peak(ThreadPool& pool, int reps) {
+  if (!cpu_supports(Isa::kAmx) || !cpu_features().amx_int8) return 0.0;
+  return loop_rate(pool, reps, 20000, amx_int8_loop);  // 16 cycles per tile product
+}
+
+double measure_amx_bf16_peak(ThreadPool& pool, int reps) {
+  if (!cpu_supports(Isa::kAmx) || !cpu_features().amx_bf16) return 0.0;
+  return loop_rate(pool, reps, 20000, amx_bf16_loop);
+}
+
+double arithmetic_peak(const Roofline& r, Arithmetic a) {
+  switch (a) {
+    case Arithmetic::kF32Fma:
+      return r.fma_gflops;
+    case Arithmetic::kInt8Dot:
+      return r.int8_gops;
+    case Arithmetic::kBf16Dot:
+      return r.bf16_gflops;
+    case Arithmetic::kAmxInt8:
+      return r.amx_int8_gops;
+    case Arithmetic::kAmxBf16:
+      return r.amx_bf16_gflops;
+  }
+  return 0.0;
+}
+
 Roofline measure_roofline(ThreadPool& pool, int reps) {
   Roofline r;
   r.threads = pool.size();
@@ -120,6 +164,12 @@ Roofline measure_roofline(ThreadPool& pool, int reps) {
   r.fma_gflops = measure_fma_peak(pool, reps);
   r.int8_gops_1t = measure_int8_peak(one, reps);
   r.int8_gops = measure_int8_peak(pool, reps);
+  r.bf16_gflops_1t = measure_bf16_dot_peak(one, reps);
+  r.bf16_gflops = measure_bf16_dot_peak(pool, reps);
+  r.amx_int8_gops_1t = measure_amx_int8_peak(one, reps);
+  r.amx_int8_gops = measure_amx_int8_peak(pool, reps);
+  r.amx_bf16_gflops_1t = measure_amx_bf16_peak(one, reps);
+  r.amx_bf16_gflops = measure_amx_bf16_peak(pool, reps);
   return r;
 }
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <string>
 
+#include "gemm/dispatch.h"
 #include "util/thread_pool.h"
 
 namespace spark::kernels {
@@ -21,6 +22,13 @@ double measure_fma_peak(ThreadPool& pool, int reps = 5);
 // + vpaddd on AVX2. Median of `reps`.
 double measure_int8_peak(ThreadPool& pool, int reps = 5);
 
+// GFLOP/s of vdpbf16ps (AVX512-BF16): the ceiling of the bf16-activation kernels; 0 without AVX512-BF16.
+double measure_bf16_dot_peak(ThreadPool& pool, int reps = 5);
+
+// GOP/s of AMX tdpbssd and GFLOP/s of AMX tdpbf16ps: the ceilings of the AMX tiles; 0 without AMX.
+double measure_amx_int8_peak(ThreadPool& pool, int reps = 5);
+double measure_amx_bf16_peak(ThreadPool& pool, int reps = 5);
+
 // Size of the last-level cache in bytes (0 if unknown).
 size_t last_level_cache_bytes();
 
@@ -30,9 +38,15 @@ struct Roofline {
   double read_gbps_1t = 0, read_gbps = 0;
   double fma_gflops_1t = 0, fma_gflops = 0;
   double int8_gops_1t = 0, int8_gops = 0;
+  double bf16_gflops_1t = 0, bf16_gflops = 0;          // 0: no AVX512-BF16
+  double amx_int8_gops_1t = 0, amx_int8_gops = 0;      // 0: no AMX
+  double amx_bf16_gflops_1t = 0, amx_bf16_gflops = 0;  // 0: no AMX
 };
 
 // All of the above with 1 thread and with the pool's threads.
 Roofline measure_roofline(ThreadPool& pool, int reps = 5);
+
+// The pool-thread peak of the instructions `a` (0 where the CPU lacks them).
+double arithmetic_peak(const Roofline& r, Arithmetic a);
 
 }  // namespace spark::kernels

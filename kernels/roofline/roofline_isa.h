@@ -1,4 +1,5 @@
-// Per-ISA inner loops of the roofline measurements (roofline_avx2.cpp, roofline_avx512.cpp).
+// Per-ISA inner loops of the roofline measurements (roofline_avx2.cpp, roofline_avx512.cpp,
+// roofline_avx512_bf16.cpp, roofline_amx.cpp).
 #pragma once
 
 #include <cstddef>
@@ -17,5 +18,12 @@ double fma_loop_avx512(int64_t iters, float* sink);
 // Same for int8 multiply-adds (2 ops each).
 double int8_loop_avx2(int64_t iters, int32_t* sink);
 double int8_loop_avx512(int64_t iters, int32_t* sink);
+
+// vdpbf16ps chains: 2 products (4 flops) per f32 lane per instruction.
+double bf16_dot_loop_avx512(int64_t iters, float* sink);
+
+// AMX tile products (tdpbssd, tdpbf16ps) into four accumulator tiles; the caller holds the tile permission.
+double amx_int8_loop(int64_t iters, int32_t* sink);
+double amx_bf16_loop(int64_t iters, float* sink);
 
 }  // namespace spark::kernels

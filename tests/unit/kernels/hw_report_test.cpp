@@ -54,6 +54,11 @@ TEST(Roofline, MeasurementsAreFiniteAndPositive) {
     EXPECT_GT(measure_fma_peak(pool, 1), 0.0);
     EXPECT_GT(measure_int8_peak(pool, 1), 0.0);
   }
+  // The bf16 and AMX peaks exist exactly where their instructions do (0 means "this CPU lacks them").
+  const bool bf16 = cpu_supports(Isa::kAvx512) && cpu_features().avx512_bf16;
+  EXPECT_EQ(measure_bf16_dot_peak(pool, 1) > 0.0, bf16);
+  EXPECT_EQ(measure_amx_int8_peak(pool, 1) > 0.0, cpu_supports(Isa::kAmx) && cpu_features().amx_int8);
+  EXPECT_EQ(measure_amx_bf16_peak(pool, 1) > 0.0, cpu_supports(Isa::kAmx) && cpu_features().amx_bf16);
 }
 
 }  // namespace spark::kernels
