@@ -8,6 +8,9 @@ namespace spark::kernels {
 namespace {
 
 constexpr int64_t kW4A8AmxMinRows = 64;
+// W4A16 takes the AMX tiles from 8 rows: at 5 rows they (widening each task's blocks first) and the
+// AVX512-BF16 tiles tie (bench/RESULTS.md, session 11).
+constexpr int64_t kW4A16AmxMinRows = 8;
 
 enum class Kernel {
   kScalar,
@@ -20,6 +23,7 @@ enum class Kernel {
   kW4A16Avx2,
   kW4A16Avx512,
   kW4A16Bf16Avx512,
+  kW4A16Amx,
   kInt8Amx,
   kW4A8Amx,
   kBf16DotAvx512,
@@ -57,7 +61,10 @@ Kernel select_kernel(WeightFormat format, int64_t m, Isa isa, bool bf16_activati
       if (amx_tiles && m >= kW4A8AmxMinRows) return Kernel::kW4A8Amx;
       return avx512 ? Kernel::kW4A8Avx512 : Kernel::kW4A8Avx2;
     case WeightFormat::kW4A16:
-      if (avx512 && cpu_features().avx512_bf16 && cpu_features().avx512_vbmi) return Kernel::kW4A16Bf16Avx512;
+      if (avx512 && cpu_features().avx512_bf16 && cpu_features().avx512_vbmi) {
+        if (amx_tiles && cpu_features().amx_bf16 && m >= kW4A16AmxMinRows) return Kernel::kW4A16Amx;
+        return Kernel::kW4A16Bf16Avx512;
+      }
       return avx512 ? Kernel::kW4A16Avx512 : Kernel::kW4A16Avx2;
   }
   throw Error("select_gemm: unknown weight format");
@@ -89,6 +96,8 @@ GemmFn kernel_fn(Kernel k) {
       return gemm_int8_amx;
     case Kernel::kW4A8Amx:
       return gemm_w4a8_amx;
+    case Kernel::kW4A16Amx:
+      return gemm_w4a16_amx;
     case Kernel::kBf16DotAvx512:
       return gemm_bf16dot_avx512;
     case Kernel::kBf16Amx:
@@ -180,6 +189,13 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
                   "; each task unpacks its weight blocks to bytes once, tdpbsud per group of "
                   "128, zero point via activation group sums",
               Arithmetic::kAmxInt8};
+    case Kernel::kW4A16Amx:
+      return {"w4a16 amx tiles",
+              rows +
+                  "; nibbles widened to the exact bf16 of 1 + q/16 as B tiles once per task of 256 rows, "
+                  "tdpbf16ps on bf16 activations, per group 16 scale * sum(x*(1+q/16)) + (min - 16 scale) * "
+                  "sum(x)",
+              Arithmetic::kAmxBf16};
     case Kernel::kW4A16Bf16Avx512:
       return {std::string("w4a16 avx512-bf16 ") + (decode ? "gemv" : "tiles"),
               rows + "; nibbles turned into bf16 in registers (vpermb at one row, else vpermq + vpshufb; " +

@@ -43,6 +43,10 @@ void gemm_w4a16_avx512(const float* x, int64_t m, const QuantizedWeight& w, floa
 // tiles.
 void gemm_w4a16_bf16_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                             ThreadPool& pool);
+// kW4A16 on AMX-BF16 for m > kDecodeMaxM: the same exact bf16 weights (1 + q/16) in B tiles, tdpbf16ps
+// per group of 128; at m <= kDecodeMaxM the AVX512-BF16 GEMV.
+void gemm_w4a16_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                    ThreadPool& pool);
 
 // kBF16 with bf16_activations on AVX512-BF16 (vdpbf16ps).
 void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,

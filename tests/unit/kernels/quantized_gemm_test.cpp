@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -100,9 +101,10 @@ INSTANTIATE_TEST_SUITE_P(AllTiers, GemmTierTest,
                                             ::testing::ValuesIn(all_formats())),
                          tier_test_name);
 
-// Every W4A16 kernel body called directly (the dispatcher picks only one per CPU): vdpbf16ps tiles
-// (AVX512-BF16), the f32 AVX-512 fallback and AVX2, at every decode row count 1..8, prefill tiles with
-// row tails, K on both sides of group boundaries and N tails inside a 16-row block and a 4-block task.
+// Every W4A16 kernel body called directly (the dispatcher picks only one per CPU): AMX-BF16 tiles,
+// vdpbf16ps tiles (AVX512-BF16), the f32 AVX-512 fallback and AVX2, at every decode row count 1..8, prefill
+// tiles with row tails, K on both sides of group boundaries and N tails inside a 16-row block and a 4-block
+// task.
 struct W4A16Body {
   const char* name;
   GemmFn fn;
@@ -110,6 +112,11 @@ struct W4A16Body {
 };
 
 const W4A16Body kW4A16Bodies[] = {
+    {"amx", gemm_w4a16_amx,
+     [] {
+       return cpu_supports(Isa::kAmx) && cpu_features().amx_bf16 && cpu_features().avx512_bf16 &&
+              cpu_features().avx512_vbmi;
+     }},
     {"avx512bf16", gemm_w4a16_bf16_avx512,
      [] { return cpu_supports(Isa::kAvx512) && cpu_features().avx512_bf16 && cpu_features().avx512_vbmi; }},
     {"avx512", gemm_w4a16_avx512, [] { return cpu_supports(Isa::kAvx512); }},
@@ -189,7 +196,8 @@ TEST_P(W4A16BodyTest, OneHotRowsReadEachColumn) {
   const QuantizedWeight w = quantize_weight(src.w, WeightFormat::kW4A16, pool);
   std::vector<float> col(static_cast<size_t>(n * k));
   for (int64_t j = 0; j < n; ++j) dequantize_row(w, j, col.data() + j * k);
-  for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{8}}) {
+  // 8 and 40 rows are prefill tiles (AMX: a 16-row strip; a 32-row step and a strip).
+  for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{8}, int64_t{40}}) {
     for (int64_t k0 = 0; k0 < k; k0 += m) {
       std::vector<float> x(static_cast<size_t>(m * k), 0.0f), y(static_cast<size_t>(m * n), NAN);
       for (int64_t i = 0; i < m && k0 + i < k; ++i) x[i * k + k0 + i] = 1.0f;
@@ -205,7 +213,8 @@ TEST_P(W4A16BodyTest, OneHotRowsReadEachColumn) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Bodies, W4A16BodyTest, ::testing::Range(0, 3),
+INSTANTIATE_TEST_SUITE_P(Bodies, W4A16BodyTest,
+                         ::testing::Range(0, static_cast<int>(std::size(kW4A16Bodies))),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string(kW4A16Bodies[info.param].name);
                          });
