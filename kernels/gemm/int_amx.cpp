@@ -264,7 +264,8 @@ void gemm_int8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y
     gemm_int8_avx512(x, m, w, y, ldy, pool);
     return;
   }
-  const QuantizedActivations a = quantize_activations(x, m, w.k, w.k_pad, 0, /*offset128=*/false, &pool, 32);
+  const QuantizedActivations a =
+      quantize_activations(x, m, w.k, w.k_pad, 0, /*offset128=*/false, &pool, 32, quantize_row_avx512);
   const TiledActivations xt = tile_activations(a, (m + 31) / 32 * 32, pool);
   run_amx(w, m, pool, [&](int64_t b_begin, int64_t b_end, int64_t m_begin, int64_t m_end) {
     cover_task(b_begin, b_end, m_begin, m_end, [&](int mt, int64_t m0, const int64_t* blocks, int valid) {
@@ -283,8 +284,8 @@ void gemm_w4a8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y
     gemm_w4a8_avx512(x, m, w, y, ldy, pool);
     return;
   }
-  const QuantizedActivations a =
-      quantize_activations(x, m, w.k, w.k_pad, w.groups(), /*offset128=*/false, &pool, 32);
+  const QuantizedActivations a = quantize_activations(x, m, w.k, w.k_pad, w.groups(), /*offset128=*/false,
+                                                      &pool, 32, quantize_row_avx512);
   const TiledActivations xt = tile_activations(a, (m + 31) / 32 * 32, pool);
   run_amx(w, m, pool, [&](int64_t b_begin, int64_t b_end, int64_t m_begin, int64_t m_end) {
     // The task's blocks as bytes, reused by every step (kTaskBlocks x 16 x k_pad bytes).
