@@ -23,7 +23,7 @@ namespace spark::kernels {
 namespace {
 
 constexpr int64_t kTileRows = 16;
-constexpr int64_t kTaskRows = 64;   // activation rows per task
+constexpr int64_t kTaskRows = 256;  // activation rows per task: the weights stream from memory m / 256 times
 constexpr int64_t kTaskBlocks = 4;  // weight blocks (16 rows each) per task
 
 // Tiles 0-3: C (s32 accumulators, rows x 64 bytes); 4-5: A (activations); 6-7: B (weights).
