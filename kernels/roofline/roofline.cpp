@@ -129,7 +129,8 @@ double measure_bf16_dot_peak(ThreadPool& pool, int reps) {
 
 double measure_amx_int8_peak(ThreadPool& pool, int reps) {
   if (!cpu_supports(Isa::kAmx) || !cpu_features().amx_int8) return 0.0;
-  return loop_rate(pool, reps, 20000, amx_int8_loop);  // 16 cycles per tile product
+  // A tile product takes 16 cycles or more: 20000 x 4 of them run for a millisecond or two.
+  return loop_rate(pool, reps, 20000, amx_int8_loop);
 }
 
 double measure_amx_bf16_peak(ThreadPool& pool, int reps) {
