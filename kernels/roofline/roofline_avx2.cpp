@@ -6,16 +6,24 @@
 namespace spark::kernels {
 
 uint64_t read_stream_avx2(const uint8_t* p, size_t bytes) {
+  // Four streams with each line asked for 1 KiB ahead, as in read_stream_avx512.
+  const size_t q = bytes / 4;
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i < bytes; i += 256) {
-    const auto* v = reinterpret_cast<const __m256i*>(p + i);
-    a0 = _mm256_xor_si256(a0, _mm256_xor_si256(_mm256_load_si256(v + 0), _mm256_load_si256(v + 4)));
-    a1 = _mm256_xor_si256(a1, _mm256_xor_si256(_mm256_load_si256(v + 1), _mm256_load_si256(v + 5)));
-    a2 = _mm256_xor_si256(a2, _mm256_xor_si256(_mm256_load_si256(v + 2), _mm256_load_si256(v + 6)));
-    a3 = _mm256_xor_si256(a3, _mm256_xor_si256(_mm256_load_si256(v + 3), _mm256_load_si256(v + 7)));
+  for (size_t i = 0; i < q; i += 64) {
+    for (size_t s = 0; s < 4; ++s)
+      _mm_prefetch(reinterpret_cast<const char*>(p + s * q + i + kReadAhead), _MM_HINT_T0);
+    const auto* v0 = reinterpret_cast<const __m256i*>(p + i);
+    const auto* v1 = reinterpret_cast<const __m256i*>(p + q + i);
+    const auto* v2 = reinterpret_cast<const __m256i*>(p + 2 * q + i);
+    const auto* v3 = reinterpret_cast<const __m256i*>(p + 3 * q + i);
+    a0 = _mm256_xor_si256(a0, _mm256_xor_si256(_mm256_load_si256(v0), _mm256_load_si256(v0 + 1)));
+    a1 = _mm256_xor_si256(a1, _mm256_xor_si256(_mm256_load_si256(v1), _mm256_load_si256(v1 + 1)));
+    a2 = _mm256_xor_si256(a2, _mm256_xor_si256(_mm256_load_si256(v2), _mm256_load_si256(v2 + 1)));
+    a3 = _mm256_xor_si256(a3, _mm256_xor_si256(_mm256_load_si256(v3), _mm256_load_si256(v3 + 1)));
   }
   const __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
-  return static_cast<uint64_t>(_mm256_extract_epi64(a, 0) ^ _mm256_extract_epi64(a, 3));
+  return static_cast<uint64_t>(_mm256_extract_epi64(a, 0) ^ _mm256_extract_epi64(a, 1) ^
+                               _mm256_extract_epi64(a, 2) ^ _mm256_extract_epi64(a, 3));
 }
 
 // 10 independent accumulators: enough to cover FMA latency x throughput (4-5 cycles x 2 per cycle).

@@ -7,7 +7,11 @@
 
 namespace spark::kernels {
 
-// Reads [p, p + bytes) (bytes a multiple of 256) and returns a value that depends on every byte.
+// How far ahead of each of its four streams the read loop prefetches.
+constexpr size_t kReadAhead = 1024;
+
+// Reads [p, p + bytes) (bytes a multiple of 256) as four streams and returns a value that depends on every
+// byte.
 uint64_t read_stream_avx2(const uint8_t* p, size_t bytes);
 uint64_t read_stream_avx512(const uint8_t* p, size_t bytes);
 

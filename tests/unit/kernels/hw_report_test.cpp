@@ -6,6 +6,7 @@
 
 #include "gemm/path_report.h"
 #include "roofline/roofline.h"
+#include "roofline/roofline_isa.h"
 
 namespace spark::kernels {
 
@@ -41,6 +42,24 @@ TEST(HardwareReport, TiersAreNested) {
     higher = higher || cpu_supports(isa);
   }
   EXPECT_TRUE(cpu_supports(Isa::kScalar));
+}
+
+// The read loops see every byte of their range (four streams of a quarter each) and nothing past it.
+TEST(Roofline, ReadStreamsDependOnEveryByte) {
+  constexpr size_t kBytes = 4096;
+  std::vector<uint8_t> buf(kBytes + 64, 0);
+  auto* p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) / 64 * 64);
+  std::vector<uint64_t (*)(const uint8_t*, size_t)> loops;
+  if (cpu_supports(Isa::kAvx2)) loops.push_back(read_stream_avx2);
+  if (cpu_supports(Isa::kAvx512)) loops.push_back(read_stream_avx512);
+  for (auto* read : loops) {
+    EXPECT_EQ(read(p, kBytes), 0u);
+    for (size_t at = 0; at < kBytes; at += 61) {
+      p[at] = 0x5a;
+      EXPECT_NE(read(p, kBytes), 0u) << "byte " << at;
+      p[at] = 0;
+    }
+  }
 }
 
 // The roofline probes run (and under the sanitizers, touch only their own memory); their values are
