@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include "gemm/path_report.h"
 #include "roofline/roofline.h"
@@ -44,7 +46,7 @@ TEST(HardwareReport, TiersAreNested) {
   EXPECT_TRUE(cpu_supports(Isa::kScalar));
 }
 
-// The read loops see every byte of their range (four streams of a quarter each) and nothing past it.
+// The read loops fold every byte of their range into their result (four streams of a quarter each).
 TEST(Roofline, ReadStreamsDependOnEveryByte) {
   constexpr size_t kBytes = 4096;
   std::vector<uint8_t> buf(kBytes + 64, 0);
