@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu/amx_tiles.h"
 #include "gemm/gemm_isa.h"
 #include "gemm_float/panel_avx512.h"
 
@@ -19,23 +20,8 @@ namespace {
 constexpr int64_t kTaskRows = 256;  // activation rows per task
 constexpr int64_t kTaskCols = 32;   // weight rows per task (two B tiles)
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// Tiles 0-3: C (16 x 16 f32); 4-5: A (16 rows x 32 bf16); 6-7: B (16 pair-rows x 16 columns).
-void configure_tiles() {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.rows[t] = 16;
-  }
-  _tile_loadconfig(&cfg);
-}
+// Tiles (amx::configure_tiles) 0-3: C (16 x 16 f32); 4-5: A (16 rows x 32 bf16); 6-7: B (16 pair-rows x
+// 16 columns).
 
 inline __mmask32 mask32(int64_t valid) {
   if (valid <= 0) return 0;
@@ -112,7 +98,7 @@ void gemm_bf16_amx(const float* x, int64_t m, const QuantizedWeight& qw, float* 
     auto* b = static_cast<uint32_t*>(scratch(2, static_cast<size_t>(2 * kt_count) * 1024));
     pack_b_tiles(w, n0, kt_count, b);
     pack_b_tiles(w, n0 + 16, kt_count, b + kt_count * 256);
-    configure_tiles();
+    amx::configure_tiles();
     alignas(64) float c[4][256];
     for (int64_t m0 = m_begin; m0 < m_end; m0 += 32) {
       const uint16_t* a0 = xt + (m0 / 16) * kt_count * 512;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/amx_tiles.h"
 #include "gemm/gemm_isa.h"
 
 namespace spark::kernels {
@@ -26,23 +27,7 @@ constexpr int64_t kTileRows = 16;
 constexpr int64_t kTaskRows = 256;  // activation rows per task: the weights stream from memory m / 256 times
 constexpr int64_t kTaskBlocks = 4;  // weight blocks (16 rows each) per task
 
-// Tiles 0-3: C (s32 accumulators, rows x 64 bytes); 4-5: A (activations); 6-7: B (weights).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-void configure_tiles() {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.rows[t] = kTileRows;
-  }
-  _tile_loadconfig(&cfg);
-}
+// Tiles (amx::configure_tiles) 0-3: C (s32 accumulators); 4-5: A (activations); 6-7: B (weights).
 
 inline __mmask16 lane_mask(int64_t valid) {
   if (valid <= 0) return 0;
@@ -230,7 +215,7 @@ void run_amx(const QuantizedWeight& w, int64_t m, ThreadPool& pool, const Step& 
   const int64_t tasks_n = (n_blocks + kTaskBlocks - 1) / kTaskBlocks;
   const int64_t tasks_m = (m + kTaskRows - 1) / kTaskRows;
   pool.run(static_cast<size_t>(tasks_n * tasks_m), [&](size_t task) {
-    configure_tiles();
+    amx::configure_tiles();
     const int64_t tn = static_cast<int64_t>(task) % tasks_n, tm = static_cast<int64_t>(task) / tasks_n;
     const int64_t b_begin = tn * kTaskBlocks, b_end = std::min(n_blocks, b_begin + kTaskBlocks);
     const int64_t m_begin = tm * kTaskRows, m_end = std::min(m, m_begin + kTaskRows);

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu/amx_tiles.h"
 #include "gemm/bf16_round_avx512.h"
 #include "gemm/gemm_isa.h"
 #include "gemm_float/panel_avx512.h"
@@ -28,23 +29,8 @@ constexpr int64_t kTaskRows = 256;  // activation rows per task
 constexpr int64_t kTaskBlocks = 2;  // weight blocks (16 rows each) per task: two B tiles per k tile
 constexpr int64_t kTilesPerGroup = kGroupSize / 32;
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// Tiles 0-3: C (16 x 16 f32); 4-5: A (16 rows x 32 bf16); 6-7: B (16 pair-rows x 16 columns).
-void configure_tiles() {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.rows[t] = 16;
-  }
-  _tile_loadconfig(&cfg);
-}
+// Tiles (amx::configure_tiles) 0-3: C (16 x 16 f32); 4-5: A (16 rows x 32 bf16); 6-7: B (16 pair-rows x
+// 16 columns).
 
 // x [m][k] f32 -> A tiles of bf16 (rounded as kW4A16 defines): tile (mt, kt) holds rows 16mt.. x
 // elements 32kt.. at (mt · KT + kt) · 1024 bytes; rows past m and columns past k are zero. Also Σ over each
@@ -181,7 +167,7 @@ void gemm_w4a16_amx(const float* x, int64_t m, const QuantizedWeight& w, float* 
     // A missing second block multiplies the first again; its results are not stored.
     const uint32_t* b1 = valid > 1 ? b + tile_words : b;
     if (valid > 1) widen_block(w, block + 1, b + tile_words);
-    configure_tiles();
+    amx::configure_tiles();
     alignas(64) float out[32 * 32];
     for (int64_t m0 = m_begin; m0 < m_end; m0 += 32) {
       std::memset(out, 0, sizeof out);
