@@ -1,7 +1,6 @@
-// AMX-BF16 kernel of kW4A16 for m > kDecodeMaxM (decode stays on the AVX512-BF16 GEMV, which is
-// bandwidth-bound anyway). tdpbf16ps multiplies a 16 x 32 bf16 activation tile by a 32 x 16 weight tile
-// into 16 x 16 f32: 16 times the products of a vdpbf16ps per instruction, so W4A16 prefill is no longer
-// bound by the vector units.
+// AMX-BF16 kernel of kW4A16 for m > kDecodeMaxM (decode stays on the AVX512-BF16 GEMV). tdpbf16ps
+// multiplies a 16 x 32 bf16 activation tile by a 32 x 16 weight tile into 16 x 16 f32: 8192 products,
+// where a vdpbf16ps does 32, so W4A16 prefill is no longer bound by the vector units.
 //  - The weights enter the tiles exactly, as in the AVX512-BF16 kernels: nibble q becomes the bf16 of
 //    1 + q/16, and per group of 128, y += 16·scale · D + (min - 16·scale) · Σ x with D = Σ x · (1 + q/16).
 //    So the result is the reference's up to f32 summation order (activations rounded to bf16, as kW4A16
