@@ -11,8 +11,10 @@
 
 namespace spark::kernels {
 
-// GB/s reading a buffer of `bytes` with every pool thread (each streams its own slice), median of `reps`
-// passes after one warm-up. bytes = 0 picks max(4 x last-level cache, 512 MiB) so caches do not help.
+// GB/s reading a buffer of `bytes` with every pool thread, median of `reps` passes after one warm-up. The
+// buffer is read in 1 MiB tasks, each as four streams (its quarters) with every line prefetched 1 KiB ahead,
+// as the decode GEMVs read their blocks. bytes = 0 picks max(4 x last-level cache, 512 MiB) so caches do
+// not help.
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes = 0, int reps = 5);
 
 // GFLOP/s of independent FMA chains on every pool thread (2 flops per lane per FMA), median of `reps`.
