@@ -1,6 +1,6 @@
 // AMX-BF16 kernel for bf16 weights with bf16_activations and m > kDecodeMaxM (decode stays on the
 // AVX512-BF16 row dots). tdpbf16ps multiplies a 16 x 32 bf16 activation tile by a 32 x 16 weight tile
-// into 16 x 16 f32: 8 times the multiply-adds of vdpbf16ps per instruction.
+// into 16 x 16 f32: 8192 multiply-adds, where a vdpbf16ps does 32.
 // Weights stay in the checkpoint's row-major layout; each task re-lays the 32 weight rows it owns as B
 // tiles (pairs of k for 16 rows per 64-byte line, a 16 x 16 transpose of 32-bit pairs) and sweeps up to
 // kTaskRows activation rows over them, so the repacking is paid once per 256 rows.

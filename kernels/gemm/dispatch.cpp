@@ -181,7 +181,7 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
       return {"int8 amx tiles",
               rows +
                   "; tdpbssd on 16x64 activation by 64x16 weight tiles (the packed lines are "
-                  "B-tile rows), 16x the multiply-adds of vpdpbusd per instruction",
+                  "B-tile rows), 16384 multiply-adds per instruction where vpdpbusd does 64",
               Arithmetic::kAmxInt8};
     case Kernel::kW4A8Amx:
       return {"w4a8 amx tiles",

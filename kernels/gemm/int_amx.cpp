@@ -1,6 +1,6 @@
 // AMX kernels of the integer formats for m > kDecodeMaxM (decode stays on the AVX-512 VNNI GEMV, which is
 // bandwidth-bound anyway). One tdpbssd / tdpbsud multiplies a 16 x 64 int8 activation tile by a 64 x 16
-// weight tile into 16 x 16 s32: 16 times the multiply-adds of a vpdpbusd per instruction.
+// weight tile into 16 x 16 s32: 16384 multiply-adds, where a vpdpbusd does 64.
 //  - kInt8: the packed layout's 64-byte lines (4 k of 16 rows) are exactly the rows of an AMX B tile, so
 //    16 consecutive lines of a block are loaded straight from the weight (stride 64); activations are
 //    signed, so tdpbssd needs no correction.
