@@ -185,8 +185,9 @@ int run_roofline(const BenchOptions& o) {
   for (int threads : o.threads) {
     ThreadPool pool(threads);
     const kernels::Roofline r = kernels::measure_roofline(pool);
-    for (const char* name : {"bf16", "int8", "w4a8", "w4a16"}) {
-      const kernels::WeightFormat f = kernels::parse_weight_format(name);
+    for (const std::string name : {"bf16", "bf16act", "int8", "w4a8", "w4a16"}) {
+      const bool bf16_act = name == "bf16act";  // bf16 weights with --bf16-activations
+      const kernels::WeightFormat f = kernels::parse_weight_format(bf16_act ? "bf16" : name);
       double bytes = 0;
       for (const ExpectedTensor& e : expected_tensors(cfg)) {
         if (e.shape.size() < 2) {
@@ -199,10 +200,10 @@ int run_roofline(const BenchOptions& o) {
       }
       // Prefill is bounded by the instructions the active tier's prefill kernel multiplies with.
       const kernels::Arithmetic arithmetic =
-          kernels::describe_gemm(f, 512, kernels::active_isa(), false).arithmetic;
+          kernels::describe_gemm(f, 512, kernels::active_isa(), bf16_act).arithmetic;
       const double peak = kernels::arithmetic_peak(r, arithmetic);
       std::printf("| %d | %.1f | %.0f | %.0f | %s | %.1f | %s %.0f | %.1f |\n", threads, r.read_gbps,
-                  r.fma_gflops, r.int8_gops, name, r.read_gbps * 1e9 / bytes,
+                  r.fma_gflops, r.int8_gops, name.c_str(), r.read_gbps * 1e9 / bytes,
                   kernels::arithmetic_name(arithmetic), peak, peak * 1e9 / flop_per_token);
     }
   }
@@ -467,7 +468,7 @@ int run(const BenchOptions& o) {
     throw Error("give exactly one of -m DIR or --random-weights CONFIG");
   for (const auto& q : o.quants) {
     ModelOptions check;
-    parse_quant_option(q, "speed", check);  // reject unknown names before the (long) load
+    parse_quant_option(q == "bf16act" ? "bf16" : q, "speed", check);  // reject unknown names before the load
   }
   const int max_threads = *std::max_element(o.threads.begin(), o.threads.end());
 
@@ -567,13 +568,16 @@ int run(const BenchOptions& o) {
   for (const std::string& quant : o.quants) {
     ModelOptions mo;
     mo.max_model_len = max_len;
-    parse_quant_option(quant, "speed", mo);
+    // "bf16act": bf16 weights with --bf16-activations, so both can be measured in one run.
+    mo.bf16_activations = quant == "bf16act";
+    parse_quant_option(mo.bf16_activations ? "bf16" : quant, "speed", mo);
     std::shared_ptr<SparkModel> model;
     {
       ThreadPool quant_pool(max_threads);
       model = std::make_shared<SparkModel>(checkpoint, mo, quant_pool);
     }
-    const std::string format = kernels::weight_format_name(model->weight_format());
+    const std::string format =
+        std::string(kernels::weight_format_name(model->weight_format())) + (mo.bf16_activations ? "act" : "");
     const std::string kernel_path = std::string(kernels::isa_name(kernels::active_isa())) + " " + format +
                                     (o.kv_cache_dtype == "f32" ? "" : ", KV " + o.kv_cache_dtype);
     progress("weights " + format + ": " + std::to_string(model->weight_bytes() >> 20) + " MiB");
@@ -873,8 +877,10 @@ int main(int argc, char** argv) {
   app.add_option(
       "--random-weights", o.random_weights,
       "A config.json (or built-in name: spark-x2.5-1.7b, spark-x2.5-4b, tiny, demo) with random weights");
-  app.add_option("--quant", quants,
-                 "Comma list of weight formats: none (as stored), auto, f32, bf16, f16, int8, w4a8, w4a16");
+  app.add_option(
+      "--quant", quants,
+      "Comma list of weight formats: none (as stored), auto, f32, bf16, f16, int8, w4a8, w4a16, and "
+      "bf16act (bf16 weights with --bf16-activations)");
   app.add_option("-t,--threads", threads, "Comma list of thread counts")->capture_default_str();
   app.add_option("-p,--n-prompt", o.n_prompt, "Prefill tokens (0: skip)")->capture_default_str();
   app.add_option("-n,--n-gen", o.n_gen, "Decode tokens (0: skip)")->capture_default_str();

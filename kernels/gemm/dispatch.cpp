@@ -1,7 +1,9 @@
 #include "gemm/dispatch.h"
 
+#include "gemm/activations.h"
 #include "gemm_float/gemm_float_isa.h"
 #include "spark/error.h"
+#include "util/half.h"
 
 namespace spark::kernels {
 
@@ -16,6 +18,8 @@ enum class Kernel {
   kScalar,
   kFloatAvx2,
   kFloatAvx512,
+  kFloatRoundedAvx2,  // bf16 weights with bf16_activations on CPUs without vdpbf16ps
+  kFloatRoundedAvx512,
   kInt8Avx2,
   kInt8Avx512,
   kW4A8Avx2,
@@ -40,6 +44,25 @@ void float_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y,
   gemm_float_avx512(x, m, w.as_float(), y, ldy, pool);
 }
 
+// bf16_activations without vdpbf16ps: the activations are rounded to bf16 first, so every tier multiplies
+// the same numbers and only the summation order differs between CPUs. Scratch slot 1 (the float kernels
+// use none).
+const float* bf16_rounded(const float* x, int64_t m, int64_t k) {
+  auto* out = static_cast<float*>(scratch(1, static_cast<size_t>(m * k) * sizeof(float)));
+  for (int64_t i = 0; i < m * k; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  return out;
+}
+
+void float_rounded_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                        ThreadPool& pool) {
+  gemm_float_avx2(bf16_rounded(x, m, w.k), m, w.as_float(), y, ldy, pool);
+}
+
+void float_rounded_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                          ThreadPool& pool) {
+  gemm_float_avx512(bf16_rounded(x, m, w.k), m, w.as_float(), y, ldy, pool);
+}
+
 Kernel select_kernel(WeightFormat format, int64_t m, Isa isa, bool bf16_activations) {
   if (isa == Isa::kScalar) return Kernel::kScalar;
   const bool avx512 = isa >= Isa::kAvx512;
@@ -48,8 +71,10 @@ Kernel select_kernel(WeightFormat format, int64_t m, Isa isa, bool bf16_activati
     return amx_tiles ? Kernel::kBf16Amx : Kernel::kBf16DotAvx512;
   }
   switch (format) {
-    case WeightFormat::kF32:
     case WeightFormat::kBF16:
+      if (bf16_activations) return avx512 ? Kernel::kFloatRoundedAvx512 : Kernel::kFloatRoundedAvx2;
+      return avx512 ? Kernel::kFloatAvx512 : Kernel::kFloatAvx2;
+    case WeightFormat::kF32:
     case WeightFormat::kF16:
       return avx512 ? Kernel::kFloatAvx512 : Kernel::kFloatAvx2;
     case WeightFormat::kInt8:
@@ -78,6 +103,10 @@ GemmFn kernel_fn(Kernel k) {
       return float_avx2;
     case Kernel::kFloatAvx512:
       return float_avx512;
+    case Kernel::kFloatRoundedAvx2:
+      return float_rounded_avx2;
+    case Kernel::kFloatRoundedAvx512:
+      return float_rounded_avx512;
     case Kernel::kInt8Avx2:
       return gemm_int8_avx2;
     case Kernel::kInt8Avx512:
@@ -139,11 +168,16 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
     case Kernel::kScalar:
       return {fmt + " scalar reference", "no AVX2+FMA+F16C on this CPU (or SPARK_FORCE_ISA=scalar)"};
     case Kernel::kFloatAvx2:
-    case Kernel::kFloatAvx512: {
+    case Kernel::kFloatAvx512:
+    case Kernel::kFloatRoundedAvx2:
+    case Kernel::kFloatRoundedAvx512: {
       const bool avx512 = isa >= Isa::kAvx512;
+      const bool rounded = bf16_activations && format == WeightFormat::kBF16;
+      const std::string act = rounded ? " on activations rounded to bf16 (no vdpbf16ps on this tier)" : "";
       return {fmt + (avx512 ? " avx512" : " avx2") + (decode ? " row dots" : " widened panels"),
-              decode ? rows + "; bandwidth-bound, weights widened to f32 in registers"
-                     : rows + "; exact f32 products on a " + (avx512 ? "12x32" : "6x16") + " register tile"};
+              decode ? rows + "; bandwidth-bound, weights widened to f32 in registers" + act
+                     : rows + "; " + (rounded ? "f32" : "exact f32") + " products on a " +
+                           (avx512 ? "12x32" : "6x16") + " register tile" + act};
     }
     case Kernel::kInt8Avx2:
       return {"int8 avx2 " + std::string(decode ? "gemv" : "tiles"),

@@ -57,7 +57,8 @@ void gemm_ref_rows(const float* x, int64_t m, const QuantizedWeight& w, const Qu
       }
       default: {
         dequantize_row(w, n, frow.data());
-        const bool round_x = w.format == WeightFormat::kW4A16;
+        const bool round_x =
+            w.format == WeightFormat::kW4A16 || (w.format == WeightFormat::kBF16 && w.bf16_activations);
         for (int64_t i = 0; i < m; ++i) {
           double acc = 0.0;
           for (int64_t kk = 0; kk < k; ++kk) {

@@ -74,8 +74,10 @@ struct QuantizedWeight {
   const void* scales = nullptr;
   const int32_t* row_sums = nullptr;
   std::shared_ptr<const void> owner;
-  // kBF16 only: allow kernels that round activations to bf16 (AVX512-BF16 vdpbf16ps, AMX-BF16). About
-  // 2x the prefill throughput for a relative error of ~2^-9 per product; off means exact f32 products.
+  // kBF16 only: activations are rounded to bf16 before the products, on every tier (so results differ
+  // between CPUs only in summation order), which lets AVX512-BF16 (vdpbf16ps) and AMX-BF16 run them: a
+  // relative error of ~2^-9 per activation for faster prefill (bench/KERNELS.md has the figures per tier).
+  // Off means exact f32 products.
   bool bf16_activations = false;
 
   int64_t groups() const { return k_pad / kGroupSize; }

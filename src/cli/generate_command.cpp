@@ -35,6 +35,7 @@ struct GenerateOptions {
   std::string quant = "none";
   std::string priority = "speed";
   std::string kv_cache_dtype = "f32";
+  bool bf16_activations = false;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -81,6 +82,7 @@ int run_generate(const GenerateOptions& o) {
   ModelOptions mo;
   mo.max_model_len = max_len;
   parse_quant_option(o.quant, o.priority, mo);
+  mo.bf16_activations = o.bf16_activations;
   SparkModel model(checkpoint, mo, pool);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) in {:.2f} s; max_model_len {}, {} threads",
@@ -223,6 +225,8 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--priority", opts->priority, "For --quant auto: speed or fidelity");
   cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, "K/V element type: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_flag("--bf16-activations", opts->bf16_activations,
+                "bf16 weights: round the linear layers' inputs to bf16 (AMX-BF16 / AVX512-BF16 prefill)");
   cmd->add_option("--dump-activations", opts->dump_dir, "Write every named intermediate to .npy files here");
   cmd->callback([opts, &exit_code] { exit_code = run_generate(*opts); });
 }

@@ -156,12 +156,17 @@ SparkModel::SparkModel(std::shared_ptr<const Checkpoint> checkpoint, const Model
   if (options.max_model_len <= 0) throw Error("max_model_len must be positive");
   const Checkpoint& ck = *checkpoint_;
   format_ = choose_format(ck, options);
+  if (options.bf16_activations && format_ != kernels::WeightFormat::kBF16) {
+    throw Error(std::string("--bf16-activations needs bf16 weights; this model's linear layers are ") +
+                kernels::weight_format_name(format_) + " (use --quant bf16 or a bf16 checkpoint)");
+  }
   // A linear weight in the chosen format: viewed in place when the checkpoint already holds it that way,
   // else quantized (row blocks, so only the result is allocated).
   auto linear = [&](const std::string& prefix) {
     kernels::QuantizedWeight w = load_linear(ck, prefix);
-    if (w.format == format_) return w;
-    return kernels::quantize_weight(w.as_float(), format_, pool);
+    if (w.format != format_) w = kernels::quantize_weight(w.as_float(), format_, pool);
+    w.bf16_activations = options.bf16_activations;
+    return w;
   };
   embedding_ = linear("model.embedding");
   lm_head_ = config_.tie_word_embeddings ? embedding_ : linear("lm_head");

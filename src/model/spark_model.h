@@ -48,6 +48,9 @@ struct ModelOptions {
   QuantChoice quant = QuantChoice::kAsStored;
   kernels::WeightFormat format = kernels::WeightFormat::kBF16;  // with kExplicit
   QuantPriority priority = QuantPriority::kSpeed;
+  // bf16 weights only (--bf16-activations): round the linear layers' inputs to bf16 so prefill runs bf16
+  // dot products (AMX-BF16, AVX512-BF16), as llama.cpp's BF16 does. Off: exact f32 products.
+  bool bf16_activations = false;
 };
 
 // Parses a --quant value: "auto", "none" (as stored) or a format name (f32, bf16, f16, int8, w4a8, w4a16).

@@ -128,6 +128,7 @@ int run_server(ServerOptions o) {
     ModelOptions mo;
     mo.max_model_len = max_len;
     parse_quant_option(o.quant, o.priority, mo);
+    mo.bf16_activations = o.bf16_activations;
     {
       ThreadPool load_pool(o.engine.threads > 0 ? o.engine.threads : ThreadPool::default_threads());
       ctx->model = std::make_shared<SparkModel>(checkpoint, mo, load_pool);
@@ -297,6 +298,9 @@ std::function<int()> add_serve_options(CLI::App& app) {
                  "w4a8, w4a16")
       ->capture_default_str();
   app.add_option("--priority", o->priority, "For --quant auto: speed or fidelity")->capture_default_str();
+  app.add_flag("--bf16-activations", o->bf16_activations,
+               "bf16 weights only: round the linear layers' inputs to bf16 so prefill runs bf16 dot products "
+               "(AMX-BF16, AVX512-BF16), as llama.cpp's BF16 does; off: exact f32 products");
   app.add_option("--generation-config", o->generation_config,
                  "auto: the model's generation_config.json sets the defaults of omitted sampling fields and "
                  "adds its eos ids (as vLLM); none: OpenAI's defaults")

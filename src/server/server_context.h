@@ -33,6 +33,7 @@ struct ServerOptions {
   int default_max_tokens = 0;  // 0: up to the context limit, as vLLM does
   std::string quant = "none";  // none (as stored), auto, or a format name
   std::string priority = "speed";
+  bool bf16_activations = false;  // bf16 weights: linear-layer inputs rounded to bf16 (faster prefill)
   std::string generation_config = "auto";  // auto: generation_config.json's defaults; none: OpenAI's
   double shutdown_timeout_s = 30;                // how long in-flight requests may run on after SIGTERM
   bool metrics_public = false;                   // serve /metrics without the API key

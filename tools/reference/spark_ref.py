@@ -77,12 +77,17 @@ class LayerSpec:
 
 
 class Model:
-    def __init__(self, config, tensors, kv_dtype="f32"):
+    def __init__(self, config, tensors, kv_dtype="f32", act_dtype="f32"):
         """kv_dtype "bf16": K (after RoPE) and V are rounded to bfloat16 before attention reads them, as the
-        engine's --kv-cache-dtype bf16 stores them; everything else stays float64."""
+        engine's --kv-cache-dtype bf16 stores them. act_dtype "bf16": the inputs of the projections (q_k_v,
+        out, gate, up, down and the output head; not the tiny head gate g_proj) are rounded to bfloat16, as
+        the engine's --bf16-activations does. Everything else stays float64."""
         if kv_dtype not in ("f32", "bf16"):
             raise ValueError(f"kv_dtype {kv_dtype!r}: f32 or bf16")
+        if act_dtype not in ("f32", "bf16"):
+            raise ValueError(f"act_dtype {act_dtype!r}: f32 or bf16")
         self.kv_dtype = kv_dtype
+        self.act = round_bf16 if act_dtype == "bf16" else (lambda x: x)
         self.config = c = config
         if c.get("model_type") not in ("spark2_5", "spark3"):
             raise ValueError(f"model_type {c.get('model_type')!r} is not spark2_5")
@@ -132,9 +137,9 @@ class Model:
             })
 
     @classmethod
-    def load(cls, folder, kv_dtype="f32"):
+    def load(cls, folder, kv_dtype="f32", act_dtype="f32"):
         config, tensors = load_checkpoint(folder)
-        return cls(config, tensors, kv_dtype)
+        return cls(config, tensors, kv_dtype, act_dtype)
 
     def _tensor(self, name, shape):
         if name not in self.tensors:
@@ -175,7 +180,7 @@ class Model:
         q_dim, kv_dim = H * D, self.kv_heads * D
         h = rms_norm(x, w["attn_norm"], self.eps)
         record("attn_norm", h)
-        qkv = linear(h, w["qkv"])
+        qkv = linear(self.act(h), w["qkv"])
         record("qkv", qkv)
         gate = self._head_gate(linear(h, w["gate"]))  # [T, heads]: one scalar per head, from the same h
         record("attn_gate", gate)
@@ -198,17 +203,17 @@ class Model:
             gated[:, j, :] = (softmax(scores) @ v[:, kv, :]) * gate[:, j:j + 1]
         attn_out = gated.reshape(T, q_dim)
         record("attn_out", attn_out)
-        proj = linear(attn_out, w["out"])
+        proj = linear(self.act(attn_out), w["out"])
         record("attn_proj", proj)
         return proj
 
     def _mlp(self, x, w, record):
         h = rms_norm(x, w["ffn_norm"], self.eps)
         record("ffn_norm", h)
-        g = linear(h, w["ffn_gate"])
-        u = linear(h, w["ffn_up"])
+        g = linear(self.act(h), w["ffn_gate"])
+        u = linear(self.act(h), w["ffn_up"])
         act = gelu_erf(g) * u
-        out = linear(act, w["ffn_down"])
+        out = linear(self.act(act), w["ffn_down"])
         for name, value in (("ffn_gate", g), ("ffn_up", u), ("ffn_act", act), ("ffn_out", out)):
             record(name, value)
         return out
@@ -243,7 +248,7 @@ class Model:
             record("resid", x)
         h = rms_norm(x, self.final_norm, self.eps)
         recorder(None)("final_norm", h)
-        out = linear(h, self.head)
+        out = linear(self.act(h), self.head)
         recorder(None)("logits", out)
         return out
 
@@ -275,11 +280,13 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--kv-cache-dtype", choices=("f32", "bf16"), default="f32",
                     help="bf16: round K (after RoPE) and V to bfloat16, as the engine's bf16 KV cache does")
+    ap.add_argument("--bf16-activations", action="store_true",
+                    help="round the projections' inputs to bfloat16, as the engine's --bf16-activations does")
     args = ap.parse_args(argv)
 
     try:
         prompt = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
-        model = Model.load(args.model, args.kv_cache_dtype)
+        model = Model.load(args.model, args.kv_cache_dtype, "bf16" if args.bf16_activations else "f32")
         generated, logits = model.greedy(prompt, args.max_tokens)
     except (ValueError, OSError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)

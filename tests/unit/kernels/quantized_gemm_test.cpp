@@ -326,9 +326,11 @@ TEST_P(Bf16ActivationsTest, MatchesReferenceOnRoundedActivations) {
       for (size_t i = 0; i < x.size(); ++i) xr[i] = bf16_to_f32(f32_to_bf16(x[i]));
       const int64_t ldy = s.n + 3;
       std::vector<float> y(static_cast<size_t>(m * ldy), NAN), ref(y.size(), NAN), exact(y.size(), NAN);
-      gemm_at(Isa::kAvx512, x.data(), m, w, y.data(), ldy, pool);
-      gemm_ref(xr.data(), m, w, ref.data(), ldy);
-      gemm_ref(x.data(), m, w, exact.data(), ldy);
+      gemm_at(isa, x.data(), m, w, y.data(), ldy, pool);
+      QuantizedWeight exact_w = w;  // the reference with the flag rounds x itself; without it, exact
+      exact_w.bf16_activations = false;
+      gemm_ref(xr.data(), m, exact_w, ref.data(), ldy);
+      gemm_ref(x.data(), m, exact_w, exact.data(), ldy);
       const std::string where =
           "m=" + std::to_string(m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
       for (int64_t i = 0; i < m; ++i) {
@@ -356,19 +358,38 @@ INSTANTIATE_TEST_SUITE_P(Tiers, Bf16ActivationsTest, ::testing::Values(Isa::kAvx
                            return std::string(isa_name(info.param));
                          });
 
-// Tiers without vdpbf16ps ignore the flag and compute exactly.
-TEST(Bf16Activations, IgnoredWithoutAvx512Bf16) {
-  SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx2);
+// Every tier rounds the activations when the flag is set: without vdpbf16ps the f32 kernels run on the
+// rounded activations, and the scalar reference rounds them itself. So a bf16 checkpoint with
+// bf16_activations gives the same numbers (to summation order) on every CPU.
+class Bf16ActivationsEveryTierTest : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(Bf16ActivationsEveryTierTest, RoundsTheActivations) {
+  const Isa isa = GetParam();
+  SPARK_SKIP_UNLESS_CPU_SUPPORTS(isa);
   std::mt19937 rng(22);
   ThreadPool pool(2);
   auto src = test::gaussian_weight(FloatDType::kBF16, 40, 300, rng);
-  QuantizedWeight w = quantize_weight(src.w, WeightFormat::kBF16, pool);
+  QuantizedWeight exact_w = quantize_weight(src.w, WeightFormat::kBF16, pool);
+  QuantizedWeight w = exact_w;
   w.bf16_activations = true;
-  std::vector<float> x = test::gaussian_vector(5 * 300, rng), y(5 * 40), ref(5 * 40);
-  gemm_at(Isa::kAvx2, x.data(), 5, w, y.data(), 40, pool);
-  gemm_ref(x.data(), 5, w, ref.data(), 40);
-  EXPECT_LE(test::nmse(y.data(), ref.data(), 5, 40, 40), kFloatNmse);
+  for (int64_t m : {1, 5, 40}) {
+    std::vector<float> x = test::gaussian_vector(static_cast<size_t>(m * 300), rng), xr(x.size());
+    for (size_t i = 0; i < x.size(); ++i) xr[i] = bf16_to_f32(f32_to_bf16(x[i]));
+    std::vector<float> y(static_cast<size_t>(m * 40)), ref(y.size()), exact(y.size());
+    gemm_at(isa, x.data(), m, w, y.data(), 40, pool);
+    gemm_ref(xr.data(), m, exact_w, ref.data(), 40);
+    gemm_ref(x.data(), m, exact_w, exact.data(), 40);
+    EXPECT_LE(test::nmse(y.data(), ref.data(), m, 40, 40), kFloatNmse) << "m=" << m;
+    // Rounding moves the result by ~1e-5 NMSE, far more than summation order (<= kFloatNmse).
+    EXPECT_GT(test::nmse(y.data(), exact.data(), m, 40, 40), 100 * kFloatNmse) << "m=" << m;
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Tiers, Bf16ActivationsEveryTierTest,
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx),
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           return std::string(isa_name(info.param));
+                         });
 
 }  // namespace
 

@@ -104,6 +104,39 @@ TEST_F(QuantizedCheckpoint, LoadsMappedAndMatchesQuantizeAtLoadExactly) {
   }
 }
 
+// --bf16-activations marks every projection of a bf16 model (linear_weights: the embedding / head and each
+// layer's five) and is refused, naming the format, for any other weights rather than ignored.
+TEST_F(QuantizedCheckpoint, Bf16ActivationsOnlyForBf16Weights) {
+  ModelOptions o{256};
+  o.bf16_activations = true;
+  SparkModel m(open(*root_ / "tiny"), o, pool_);
+  ASSERT_EQ(m.weight_format(), WeightFormat::kBF16);
+  for (const auto& [name, w] : m.linear_weights()) {
+    EXPECT_TRUE(w->bf16_activations) << name;
+  }
+  SparkModel exact(open(*root_ / "tiny"), ModelOptions{256}, pool_);
+  for (const auto& [name, w] : exact.linear_weights()) EXPECT_FALSE(w->bf16_activations) << name;
+  EXPECT_NE(probe(m).logits, probe(exact).logits);  // the rounding reaches the logits
+
+  ModelOptions to_w4a8 = quantize_to(WeightFormat::kW4A8);
+  to_w4a8.bf16_activations = true;
+  try {
+    SparkModel(open(*root_ / "tiny"), to_w4a8, pool_);
+    ADD_FAILURE() << "--bf16-activations with w4a8 weights must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs bf16 weights"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("w4a8"), std::string::npos) << e.what();
+  }
+  try {  // an f32 checkpoint kept as stored
+    SparkModel(open(*root_ / "asym-untied"),
+               ModelOptions{256, QuantChoice::kAsStored, WeightFormat::kBF16, QuantPriority::kSpeed, true},
+               pool_);
+    ADD_FAILURE() << "--bf16-activations with f32 weights must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("f32"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(QuantizedCheckpoint, CopiesTheFolderAndRecordsTheLayout) {
   SparkModel m(open(*root_ / "tiny"), quantize_to(WeightFormat::kW4A16), pool_);
   const fs::path out = *root_ / "copied";
