@@ -212,6 +212,30 @@ int run_roofline(const BenchOptions& o) {
       "FLOP "
       "per token (kernels at tier %s)\n",
       cfg.model_type.c_str(), flop_per_token / 1e9, kernels::isa_name(kernels::active_isa()));
+  // How fast the AMX tiles can be fed: the 2 x 2 tile step with its four operand tiles loaded every round
+  // from buffers that live in L1, L2, the last-level cache and memory (1 thread). The AMX kernels' tiles
+  // stream from L2 (activations) and, on a weight's first use, from memory.
+  if (kernels::measure_amx_int8_fed(16 << 10, 1) > 0.0) {
+    // The tile unit's rate varies from run to run on a shared machine, so each fed rate is paired with a
+    // peak measured just before it; the fraction is the median over five pairs.
+    const size_t llc = kernels::last_level_cache_bytes();
+    ThreadPool one(1);
+    std::printf(
+        "\nAMX int8, 1 thread, operand tiles loaded every round (fraction: of the rate with operands held "
+        "in tiles, measured just before)\n| buffer | GOP/s | of the held-operand rate |\n|---|---:|---:|\n");
+    for (size_t bytes : {size_t{16} << 10, size_t{512} << 10, llc > 0 ? llc / 2 : size_t{16} << 20,
+                         std::max(size_t{512} << 20, 4 * llc)}) {
+      std::vector<double> fed, fraction;
+      for (int rep = 0; rep < 5; ++rep) {
+        const double peak = kernels::measure_amx_int8_peak(one, 1);
+        fed.push_back(kernels::measure_amx_int8_fed(bytes, 1));
+        fraction.push_back(fed.back() / peak);
+      }
+      std::sort(fed.begin(), fed.end());
+      std::sort(fraction.begin(), fraction.end());
+      std::printf("| %zu KiB | %.0f | %.0f%% |\n", bytes >> 10, fed[2], 100.0 * fraction[2]);
+    }
+  }
   return 0;
 }
 

@@ -138,6 +138,25 @@ double measure_amx_bf16_peak(ThreadPool& pool, int reps) {
   return loop_rate(pool, reps, 20000, amx_bf16_loop);
 }
 
+double measure_amx_int8_fed(size_t bytes, int reps) {
+  if (!cpu_supports(Isa::kAmx) || !cpu_features().amx_int8) return 0.0;
+  const size_t n_tiles = std::max<size_t>(4, bytes / 4096 * 4);
+  std::unique_ptr<void, decltype(&std::free)> buf(std::aligned_alloc(4096, n_tiles * 1024), &std::free);
+  if (!buf) throw Error("measure_amx_int8_fed: out of memory");
+  std::memset(buf.get(), 1, n_tiles * 1024);
+  const auto* tiles = static_cast<const int8_t*>(buf.get());
+  ThreadPool one(1);
+  // Each round of a big buffer misses every cache; 20000 rounds still run for well under 100 ms.
+  std::atomic<bool> sink{false};
+  const double rate = median_rate(one, 1, reps, [&](size_t) {
+    int32_t s = 0;
+    const double units = amx_int8_fed_loop(20000, tiles, n_tiles, &s);
+    if (s == 12345) sink = true;
+    return units;
+  });
+  return rate / 1e9;
+}
+
 double arithmetic_peak(const Roofline& r, Arithmetic a) {
   switch (a) {
     case Arithmetic::kF32Fma:

@@ -31,6 +31,11 @@ double measure_bf16_dot_peak(ThreadPool& pool, int reps = 5);
 double measure_amx_int8_peak(ThreadPool& pool, int reps = 5);
 double measure_amx_bf16_peak(ThreadPool& pool, int reps = 5);
 
+// GOP/s of one thread's AMX tdpbssd in the kernels' 2 x 2 arrangement when every round loads its four
+// operand tiles from a buffer of `bytes` (cycled): how fast the tiles can be fed from the cache level (or
+// memory) that holds a buffer of that size. 0 without AMX.
+double measure_amx_int8_fed(size_t bytes, int reps = 5);
+
 // Size of the last-level cache in bytes (0 if unknown).
 size_t last_level_cache_bytes();
 

@@ -49,6 +49,32 @@ double amx_int8_loop(int64_t iters, int32_t* sink) {
   return products * 16 * 16 * 64 * 2;
 }
 
+double amx_int8_fed_loop(int64_t iters, const int8_t* tiles, size_t n_tiles, int32_t* sink) {
+  amx::configure_tiles();
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  size_t t = 0;
+  for (int64_t i = 0; i < iters; ++i) {
+    // Four consecutive tiles of the buffer: the kernels' 2 x 2 step reads two A and two B tiles per round.
+    _tile_loadd(4, tiles + t * 1024, 64);
+    _tile_loadd(5, tiles + (t + 1) * 1024, 64);
+    _tile_loadd(6, tiles + (t + 2) * 1024, 64);
+    _tile_loadd(7, tiles + (t + 3) * 1024, 64);
+    t = t + 4 < n_tiles ? t + 4 : 0;
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbssd(1, 4, 7);
+    _tile_dpbssd(2, 5, 6);
+    _tile_dpbssd(3, 5, 7);
+  }
+  alignas(64) int32_t c[16 * 16];
+  _tile_stored(0, c, 64);
+  _tile_release();
+  *sink = c[0];
+  return static_cast<double>(iters) * 4 * 16 * 16 * 64 * 2;
+}
+
 double amx_bf16_loop(int64_t iters, float* sink) {
   alignas(64) uint16_t operand[16 * 32];
   for (uint16_t& v : operand) v = 0x3f80;  // 1.0

@@ -29,5 +29,9 @@ double bf16_dot_loop_avx512(int64_t iters, float* sink);
 // AMX tile products (tdpbssd, tdpbf16ps) into four accumulator tiles; the caller holds the tile permission.
 double amx_int8_loop(int64_t iters, int32_t* sink);
 double amx_bf16_loop(int64_t iters, float* sink);
+// The same four tdpbssd per round, each round first loading its two A and two B tiles from the next 4 KiB
+// of `tiles` (n_tiles 1 KiB tiles, a multiple of 4, cycled): the tile unit's rate when its operands come
+// from wherever a buffer of that size lives (L1, L2, last-level cache, memory).
+double amx_int8_fed_loop(int64_t iters, const int8_t* tiles, size_t n_tiles, int32_t* sink);
 
 }  // namespace spark::kernels
