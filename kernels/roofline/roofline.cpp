@@ -26,8 +26,8 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-bool use_avx512() {
-  return cpu_supports(Isa::kAvx512);
+bool use_avx512(Isa tier) {
+  return tier >= Isa::kAvx512 && cpu_supports(Isa::kAvx512);
 }
 
 // Runs `tasks` pool tasks of `work(task)` (returning units of work done) `reps` times after one warm-up;
@@ -74,7 +74,7 @@ size_t last_level_cache_bytes() {
   return 0;
 }
 
-double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
+double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps, Isa tier) {
   constexpr size_t kChunk = size_t{1} << 20;
   if (bytes == 0) bytes = std::max<size_t>(4 * last_level_cache_bytes(), size_t{512} << 20);
   bytes = (bytes + kChunk - 1) / kChunk * kChunk;
@@ -88,19 +88,19 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
   std::atomic<uint64_t> sink{0};
   const double bps = median_rate(pool, bytes / kChunk, reps, [&](size_t t) {
     const uint8_t* p = buf.get() + t * kChunk;
-    sink.fetch_xor(use_avx512() ? read_stream_avx512(p, kChunk) : read_stream_avx2(p, kChunk));
+    sink.fetch_xor(use_avx512(tier) ? read_stream_avx512(p, kChunk) : read_stream_avx2(p, kChunk));
     return static_cast<double>(kChunk);
   });
   return bps / 1e9;
 }
 
-double measure_fma_peak(ThreadPool& pool, int reps) {
-  if (!cpu_supports(Isa::kAvx2)) return 0.0;
+double measure_fma_peak(ThreadPool& pool, int reps, Isa tier) {
+  if (tier < Isa::kAvx2 || !cpu_supports(Isa::kAvx2)) return 0.0;
   constexpr int64_t kIters = 200000;
   float sink = 0;
   const double rate = median_rate(pool, static_cast<size_t>(8 * pool.size()), reps, [&](size_t) {
     float s = 0;
-    const double flops = use_avx512() ? fma_loop_avx512(kIters, &s) : fma_loop_avx2(kIters, &s);
+    const double flops = use_avx512(tier) ? fma_loop_avx512(kIters, &s) : fma_loop_avx2(kIters, &s);
     if (s == 12345.0f) sink = s;  // keeps the loop's result live
     return flops;
   });
@@ -108,13 +108,13 @@ double measure_fma_peak(ThreadPool& pool, int reps) {
   return rate / 1e9;
 }
 
-double measure_int8_peak(ThreadPool& pool, int reps) {
-  if (!cpu_supports(Isa::kAvx2)) return 0.0;
+double measure_int8_peak(ThreadPool& pool, int reps, Isa tier) {
+  if (tier < Isa::kAvx2 || !cpu_supports(Isa::kAvx2)) return 0.0;
   constexpr int64_t kIters = 200000;
   int32_t sink = 0;
   const double rate = median_rate(pool, static_cast<size_t>(8 * pool.size()), reps, [&](size_t) {
     int32_t s = 0;
-    const double ops = use_avx512() ? int8_loop_avx512(kIters, &s) : int8_loop_avx2(kIters, &s);
+    const double ops = use_avx512(tier) ? int8_loop_avx512(kIters, &s) : int8_loop_avx2(kIters, &s);
     if (s == 12345) sink = s;
     return ops;
   });
@@ -122,24 +122,28 @@ double measure_int8_peak(ThreadPool& pool, int reps) {
   return rate / 1e9;
 }
 
-double measure_bf16_dot_peak(ThreadPool& pool, int reps) {
-  if (!use_avx512() || !cpu_features().avx512_bf16) return 0.0;
+double measure_bf16_dot_peak(ThreadPool& pool, int reps, Isa tier) {
+  if (!use_avx512(tier) || !cpu_features().avx512_bf16) return 0.0;
   return loop_rate(pool, reps, 200000, bf16_dot_loop_avx512);
 }
 
-double measure_amx_int8_peak(ThreadPool& pool, int reps) {
-  if (!cpu_supports(Isa::kAmx) || !cpu_features().amx_int8) return 0.0;
+bool use_amx(Isa tier) {
+  return tier >= Isa::kAmx && cpu_supports(Isa::kAmx);
+}
+
+double measure_amx_int8_peak(ThreadPool& pool, int reps, Isa tier) {
+  if (!use_amx(tier) || !cpu_features().amx_int8) return 0.0;
   // A tile product takes 16 cycles or more: 20000 x 4 of them run for a millisecond or two.
   return loop_rate(pool, reps, 20000, amx_int8_loop);
 }
 
-double measure_amx_bf16_peak(ThreadPool& pool, int reps) {
-  if (!cpu_supports(Isa::kAmx) || !cpu_features().amx_bf16) return 0.0;
+double measure_amx_bf16_peak(ThreadPool& pool, int reps, Isa tier) {
+  if (!use_amx(tier) || !cpu_features().amx_bf16) return 0.0;
   return loop_rate(pool, reps, 20000, amx_bf16_loop);
 }
 
-double measure_amx_int8_fed(size_t bytes, int reps) {
-  if (!cpu_supports(Isa::kAmx) || !cpu_features().amx_int8) return 0.0;
+double measure_amx_int8_fed(size_t bytes, int reps, Isa tier) {
+  if (!use_amx(tier) || !cpu_features().amx_int8) return 0.0;
   const size_t n_tiles = std::max<size_t>(4, bytes / 4096 * 4);
   std::unique_ptr<void, decltype(&std::free)> buf(std::aligned_alloc(4096, n_tiles * 1024), &std::free);
   if (!buf) throw Error("measure_amx_int8_fed: out of memory");
@@ -173,23 +177,25 @@ double arithmetic_peak(const Roofline& r, Arithmetic a) {
   return 0.0;
 }
 
-Roofline measure_roofline(ThreadPool& pool, int reps) {
+Roofline measure_roofline(ThreadPool& pool, int reps, Isa tier) {
+  if (!cpu_supports(tier))
+    throw Error(std::string("measure_roofline: this CPU lacks the ") + isa_name(tier) + " tier");
   Roofline r;
   r.threads = pool.size();
-  r.isa = use_avx512() ? "avx512" : (cpu_supports(Isa::kAvx2) ? "avx2" : "scalar");
+  r.isa = isa_name(tier);
   ThreadPool one(1);
-  r.read_gbps_1t = measure_read_bandwidth(one, 0, reps);
-  r.read_gbps = measure_read_bandwidth(pool, 0, reps);
-  r.fma_gflops_1t = measure_fma_peak(one, reps);
-  r.fma_gflops = measure_fma_peak(pool, reps);
-  r.int8_gops_1t = measure_int8_peak(one, reps);
-  r.int8_gops = measure_int8_peak(pool, reps);
-  r.bf16_gflops_1t = measure_bf16_dot_peak(one, reps);
-  r.bf16_gflops = measure_bf16_dot_peak(pool, reps);
-  r.amx_int8_gops_1t = measure_amx_int8_peak(one, reps);
-  r.amx_int8_gops = measure_amx_int8_peak(pool, reps);
-  r.amx_bf16_gflops_1t = measure_amx_bf16_peak(one, reps);
-  r.amx_bf16_gflops = measure_amx_bf16_peak(pool, reps);
+  r.read_gbps_1t = measure_read_bandwidth(one, 0, reps, tier);
+  r.read_gbps = measure_read_bandwidth(pool, 0, reps, tier);
+  r.fma_gflops_1t = measure_fma_peak(one, reps, tier);
+  r.fma_gflops = measure_fma_peak(pool, reps, tier);
+  r.int8_gops_1t = measure_int8_peak(one, reps, tier);
+  r.int8_gops = measure_int8_peak(pool, reps, tier);
+  r.bf16_gflops_1t = measure_bf16_dot_peak(one, reps, tier);
+  r.bf16_gflops = measure_bf16_dot_peak(pool, reps, tier);
+  r.amx_int8_gops_1t = measure_amx_int8_peak(one, reps, tier);
+  r.amx_int8_gops = measure_amx_int8_peak(pool, reps, tier);
+  r.amx_bf16_gflops_1t = measure_amx_bf16_peak(one, reps, tier);
+  r.amx_bf16_gflops = measure_amx_bf16_peak(pool, reps, tier);
   return r;
 }
 

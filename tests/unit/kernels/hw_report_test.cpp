@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gemm/path_report.h"
+#include "kernel_test_util.h"
 #include "roofline/roofline.h"
 #include "roofline/roofline_isa.h"
 
@@ -80,6 +81,23 @@ TEST(Roofline, MeasurementsAreFiniteAndPositive) {
   EXPECT_EQ(measure_bf16_dot_peak(pool, 1) > 0.0, bf16);
   EXPECT_EQ(measure_amx_int8_peak(pool, 1) > 0.0, cpu_supports(Isa::kAmx) && cpu_features().amx_int8);
   EXPECT_EQ(measure_amx_bf16_peak(pool, 1) > 0.0, cpu_supports(Isa::kAmx) && cpu_features().amx_bf16);
+}
+
+// A roofline of a lower tier holds that tier to its own instructions: an avx2 roofline has no bf16-dot or
+// AMX peak even on a CPU with both, and names its tier.
+TEST(Roofline, LowerTierHasOnlyItsOwnPeaks) {
+  SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx2);
+  ThreadPool pool(1);
+  EXPECT_GT(measure_fma_peak(pool, 1, Isa::kAvx2), 0.0);
+  EXPECT_GT(measure_int8_peak(pool, 1, Isa::kAvx2), 0.0);
+  EXPECT_EQ(measure_bf16_dot_peak(pool, 1, Isa::kAvx2), 0.0);
+  EXPECT_EQ(measure_amx_int8_peak(pool, 1, Isa::kAvx2), 0.0);
+  EXPECT_EQ(measure_amx_bf16_peak(pool, 1, Isa::kAvx2), 0.0);
+  EXPECT_EQ(measure_amx_int8_fed(16 << 10, 1, Isa::kAvx512), 0.0);
+  EXPECT_EQ(measure_fma_peak(pool, 1, Isa::kScalar), 0.0);
+  if (cpu_supports(Isa::kAmx)) {
+    EXPECT_GT(measure_amx_int8_peak(pool, 1, Isa::kAmx), 0.0);
+  }
 }
 
 // Feeding the tiles from memory cannot beat feeding them from L1 (measured 5-7x slower on a Xeon); both are
