@@ -171,8 +171,11 @@ int run_roofline(const BenchOptions& o) {
                                ? read_text_file(std::filesystem::path(o.model_dir) / "config.json")
                                : builtin_config("spark-x2.5-1.7b");
   const ModelConfig cfg = parse_model_config(text, "config");
+  // FLOP per prompt token: every projection's multiply-adds. The embedding is a lookup, and prefill runs
+  // the output head for one row per sequence, not per token, so neither counts.
   int64_t params = 0;
   for (const ExpectedTensor& e : expected_tensors(cfg)) {
+    if (e.name == "model.embedding.weight" || e.name == "lm_head.weight") continue;
     int64_t n = 1;
     for (int64_t d : e.shape) n *= d;
     params += n;
@@ -208,9 +211,8 @@ int run_roofline(const BenchOptions& o) {
     }
   }
   std::printf(
-      "\n%s: %.3f GFLOP per token; decode ceiling = read bandwidth / weight bytes, prefill ceiling = peak / "
-      "FLOP "
-      "per token (kernels at tier %s)\n",
+      "\n%s: %.3f GFLOP per prompt token (the output head runs once per sequence); decode ceiling = read "
+      "bandwidth / weight bytes, prefill ceiling = peak / FLOP per prompt token (kernels at tier %s)\n",
       cfg.model_type.c_str(), flop_per_token / 1e9, kernels::isa_name(kernels::active_isa()));
   // How fast the AMX tiles can be fed: the 2 x 2 tile step with its four operand tiles loaded every round
   // from buffers that live in L1, L2, the last-level cache and memory (1 thread). The AMX kernels' tiles
