@@ -214,10 +214,12 @@ int run(const Options& o) {
             char buf[64];
             if (m <= kDecodeMaxM) {
               std::snprintf(buf, sizeof buf, "%.0f%% of read BW", 100.0 * gbps / roofs[isa].read_gbps);
-            } else {
+            } else if (arithmetic_peak(roofs[isa], choice.arithmetic) > 0.0) {
               std::snprintf(buf, sizeof buf, "%.0f%% of %s peak",
                             100.0 * gflops / arithmetic_peak(roofs[isa], choice.arithmetic),
                             arithmetic_name(choice.arithmetic));
+            } else {
+              std::snprintf(buf, sizeof buf, "no %s peak at this tier", arithmetic_name(choice.arithmetic));
             }
             roof_text = buf;
           }
