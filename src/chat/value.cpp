@@ -1,5 +1,6 @@
 #include "chat/value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -33,7 +34,27 @@ bool numbers_equal(const Value& a, const Value& b) {
   return a.as_float() == b.as_float();
 }
 
-void append_dict_repr(const DictData& d, std::string& out) {
+// A new container around values `deepest` levels deep.
+void check_nesting(int deepest) {
+  if (deepest >= kMaxNesting) {
+    throw RenderError("lists and dicts nested more than " + std::to_string(kMaxNesting) + " levels deep",
+                      RenderError::Kind::kLimit);
+  }
+}
+
+// Printing walks into namespaces too, which change in place and can hold themselves (`{% set ns.me = ns %}`),
+// so kMaxNesting alone does not bound it: the walk counts its own levels.
+constexpr int kMaxPrintDepth = 2 * kMaxNesting;
+
+void append_repr_at(const Value& v, std::string& out, int level);
+void append_str_at(const Value& v, std::string& out, int level);
+
+void append_dict_repr(const DictData& d, std::string& out, int level) {
+  if (level > kMaxPrintDepth) {
+    throw RenderError("value nested more than " + std::to_string(kMaxPrintDepth) +
+                          " levels deep to print (a namespace that holds itself?)",
+                      RenderError::Kind::kLimit);
+  }
   out += '{';
   bool first = true;
   for (const auto& [key, value] : d.entries()) {
@@ -41,7 +62,7 @@ void append_dict_repr(const DictData& d, std::string& out) {
     first = false;
     out += repr_string(key);
     out += ": ";
-    append_repr(value, out);
+    append_repr_at(value, out, level + 1);
   }
   out += '}';
 }
@@ -77,14 +98,28 @@ Value Value::string(std::string s) {
 }
 
 Value Value::list(std::vector<Value> items, SeqKind kind) {
+  int deepest = 0;
+  for (const Value& item : items) deepest = std::max(deepest, item.nesting());
+  check_nesting(deepest);
   auto data = std::make_shared<ListData>();
   data->items = std::move(items);
   data->kind = kind;
+  data->depth = deepest + 1;
   return Value(Storage(std::in_place_index<6>, std::shared_ptr<const ListData>(std::move(data))));
 }
 
 Value Value::dict(DictData d) {
+  int deepest = 0;
+  for (const auto& entry : d.entries_) deepest = std::max(deepest, entry.second.nesting());
+  check_nesting(deepest);
+  d.depth_ = deepest + 1;
   return Value(Storage(std::in_place_index<7>, std::make_shared<const DictData>(std::move(d))));
+}
+
+int Value::nesting() const {
+  if (is_list()) return as_list().depth;
+  if (is_dict()) return as_dict().depth();
+  return 0;
 }
 
 Value Value::namespace_object(std::shared_ptr<NamespaceData> ns) {
@@ -318,7 +353,9 @@ std::string repr_string(std::string_view s) {
   return out;
 }
 
-void append_repr(const Value& v, std::string& out) {
+namespace {
+
+void append_repr_at(const Value& v, std::string& out, int level) {
   switch (v.type()) {
     case Value::Type::kUndefined:
       out += "Undefined";
@@ -341,22 +378,22 @@ void append_repr(const Value& v, std::string& out) {
       out += open;
       for (size_t i = 0; i < l.items.size(); ++i) {
         if (i > 0) out += ", ";
-        append_repr(l.items[i], out);
+        append_repr_at(l.items[i], out, level + 1);
       }
       if (l.kind == SeqKind::kTuple && l.items.size() == 1) out += ',';
       out += close;
       return;
     }
     case Value::Type::kDict:
-      append_dict_repr(v.as_dict(), out);
+      append_dict_repr(v.as_dict(), out, level);
       return;
     default:
-      append_str(v, out);
+      append_str_at(v, out, level);
       return;
   }
 }
 
-void append_str(const Value& v, std::string& out) {
+void append_str_at(const Value& v, std::string& out, int level) {
   switch (v.type()) {
     case Value::Type::kUndefined:
       return;
@@ -377,11 +414,11 @@ void append_str(const Value& v, std::string& out) {
       return;
     case Value::Type::kList:
     case Value::Type::kDict:
-      append_repr(v, out);
+      append_repr_at(v, out, level);
       return;
     case Value::Type::kNamespace:
       out += "<Namespace ";
-      append_dict_repr(v.as_namespace().attrs, out);
+      append_dict_repr(v.as_namespace().attrs, out, level);
       out += '>';
       return;
     case Value::Type::kCallable:
@@ -396,6 +433,16 @@ void append_str(const Value& v, std::string& out) {
       out += "<generator object>";
       return;
   }
+}
+
+}  // namespace
+
+void append_repr(const Value& v, std::string& out) {
+  append_repr_at(v, out, 0);
+}
+
+void append_str(const Value& v, std::string& out) {
+  append_str_at(v, out, 0);
 }
 
 std::string to_str(const Value& v) {

@@ -38,9 +38,16 @@ class RenderError : public std::runtime_error {
 // How a sequence prints (Python repr) and compares; all of them iterate the same way.
 enum class SeqKind { kList, kTuple, kDictItems, kDictKeys, kDictValues };
 
+// Lists and dicts nest at most this deep (a namespace, loop or generator inside counts as a leaf). Printing,
+// comparing, serializing and destroying a value all recurse once per level, so a template that wraps a
+// value in a loop (`{% set ns.x = [ns.x] %}` 100000 times) must stop with an error, not overflow the stack.
+// JSON inputs stop earlier (Value::from_json: 512).
+constexpr int kMaxNesting = 1000;
+
 struct ListData {
   std::vector<Value> items;
   SeqKind kind = SeqKind::kList;
+  int depth = 1;  // set by Value::list: 1 + the deepest item's nesting
 };
 
 // An insertion-ordered str -> value map (JSON objects and dict literals; Python dicts keep insertion order).
@@ -50,9 +57,12 @@ class DictData {
   void set(std::string key, Value value);
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
   size_t size() const;  // defined below Value: vector<pair<..., Value>>::size needs the complete type
+  int depth() const { return depth_; }
 
  private:
+  friend class Value;
   std::vector<std::pair<std::string, Value>> entries_;
+  int depth_ = 1;  // set by Value::dict: 1 + the deepest value's nesting
 };
 
 struct NamespaceData {
@@ -112,6 +122,7 @@ class Value {
   static Value integer(int64_t i) { return Value(Storage(std::in_place_index<3>, i)); }
   static Value number(double d) { return Value(Storage(std::in_place_index<4>, d)); }
   static Value string(std::string s);
+  // Both throw a RenderError (kLimit) beyond kMaxNesting.
   static Value list(std::vector<Value> items, SeqKind kind = SeqKind::kList);
   static Value dict(DictData d);
   static Value namespace_object(std::shared_ptr<NamespaceData> ns);
@@ -152,6 +163,8 @@ class Value {
   std::string undefined_message() const;
   // Identity for `is sameas` and for equality of mutable objects.
   const void* identity() const;
+  // Levels of lists and dicts: 0 for anything else.
+  int nesting() const;
 
  private:
   struct NoneTag {};

@@ -138,6 +138,50 @@ TEST(JinjaLimits, StepBudgetStopsRunawayLoops) {
   EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit);
 }
 
+// Found by the chat_template fuzzer (session 13): a namespace that holds itself overflowed the stack when
+// printed. Cycles can only go through namespaces (lists and dicts cannot change), so printing counts levels.
+TEST(JinjaLimits, NamespaceHoldingItselfIsAnErrorNotACrash) {
+  for (const char* source :
+       {"{% set ns = namespace(n=0) %}{% set ns.n = ns %}{{ ns }}",
+        "{% set ns = namespace(n=0) %}{% set ns.n = [ns, {'a': ns}] %}{{ ns.n }}",
+        "{% set a = namespace() %}{% set b = namespace(a=a) %}{% set a.b = b %}{{ a ~ '' }}",
+        "{% set ns = namespace(n=0) %}{% set ns.n = ns %}{{ [ns]|string }}"}) {
+    auto e = render_error(source);
+    ASSERT_TRUE(e) << source;
+    EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit) << source << ": " << e->what();
+    EXPECT_NE(e->detail().find("nested"), std::string::npos) << e->detail();
+  }
+  // Such a namespace is still usable where nothing walks into it.
+  EXPECT_EQ(render("{% set ns = namespace(n=0) %}{% set ns.n = ns %}{{ ns.n.n.n is sameas ns }}"), "True");
+}
+
+// Lists and dicts built in a loop nest without bound unless capped: printing, comparing, tojson and even
+// destroying such a value recurse once per level. Before the cap the first template below (a million
+// levels) crashed spark-chat-render with SIGSEGV on destruction, in the Release build.
+TEST(JinjaLimits, NestingDepthIsCapped) {
+  for (const char* source : {
+           "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% for j in range(10) %}"
+           "{% set ns.x = [ns.x] %}{% endfor %}{% endfor %}{{ ns.x|length }}",
+           "{% set ns = namespace(x={}) %}{% for i in range(100000) %}{% set ns.x = {'k': ns.x} %}{% endfor "
+           "%}",
+           "{% set ns = namespace(x=1) %}{% for i in range(100000) %}{% set ns.x = (ns.x, 2) %}{% endfor %}",
+           "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x]|list %}{% endfor "
+           "%}",
+       }) {
+    auto e = render_error(source);
+    ASSERT_TRUE(e) << source;
+    EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit) << source << ": " << e->what();
+    EXPECT_NE(e->detail().find("nested more than 1000 levels"), std::string::npos) << e->detail();
+  }
+  // Up to the cap everything works: build, print, compare, serialize.
+  const std::string deep =
+      "{% set ns = namespace(x=[], y=[]) %}{% for i in range(999) %}{% set ns.x = [ns.x] %}"
+      "{% set ns.y = [ns.y] %}{% endfor %}";
+  EXPECT_EQ(render(deep + "{{ (ns.x|string)|length }} {{ ns.x == ns.y }} {{ (ns.x|tojson)|length }}"),
+            "2000 True 2000");
+  EXPECT_TRUE(render_error(deep + "{{ [ns.x] }}"));
+}
+
 TEST(JinjaRobustness, GarbageNeverCrashes) {
   // Random template text and random JSON contexts: every outcome is output or a TemplateError.
   std::mt19937 rng(1234);
