@@ -14,6 +14,16 @@ namespace spark::kernels {
 
 namespace {
 
+constexpr int64_t kLinesPerGroup = kGroupSize * kBlockRows / 2 / 64;
+
+// Decode streams each weight block once: its line is asked for this many lines ahead, as in
+// int_avx2.cpp (one core keeps too few misses in flight otherwise).
+constexpr int64_t kDecodePrefetchLines = 16;
+
+inline void prefetch_line(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
+}
+
 // 8 rows of one k pair: the low nibbles (k even) and high nibbles (k odd) as floats.
 inline void widen8(const uint8_t* p, __m256* lo, __m256* hi) {
   int64_t bytes;
@@ -48,14 +58,21 @@ inline __m256 round_to_bf16(__m256 v) {
   return _mm256_castsi256_ps(_mm256_and_si256(out, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
+// Decode tiles: MR rows x one block (two vectors of 8 rows). AVX2 has 16 registers, so the tile is one
+// block wide and the group results wait in memory (`out`): two blocks with even and odd k in separate
+// chains held 8 accumulators + 8 widened vectors, and GCC spilled accumulators inside the k loop (a
+// store-to-load round trip on each FMA chain, half the speed).
 struct W4A16Kernel {
-  static constexpr int kDecodeNb = 2;
+  static constexpr int kDecodeNb = 1;
   static constexpr int kPrefillMr = 1;  // unused: large m goes through the panel GEMM
   static constexpr int kPrefillNb = 1;
 
   template <int MR, int NB>
   static void tile(const TileContext& c, int64_t m0, int64_t b0) {
-    constexpr int NV = 2 * NB;
+    static_assert(NB == 1);
+    // Chains per output vector: at one or two rows even and odd k accumulate separately so the FMAs are
+    // not bound by their latency; from three rows the rows themselves give enough chains.
+    constexpr int C = MR <= 2 ? 2 : 1;
     const QuantizedWeight& w = c.w;
     const int64_t groups = w.groups();
     const int64_t block_bytes = w.k_pad * kBlockRows / 2;
@@ -63,54 +80,56 @@ struct W4A16Kernel {
     const auto* params = static_cast<const uint16_t*>(w.scales) + b0 * groups * 2 * kBlockRows;
     const float* x = c.x + m0 * c.ldx;
     const float* xsum = c.x_group_sums + m0 * groups;
-    __m256 facc[MR][NV];
-    SPARK_UNROLL
-    for (int i = 0; i < MR; ++i) {
-      SPARK_UNROLL
-      for (int v = 0; v < NV; ++v) facc[i][v] = _mm256_setzero_ps();
-    }
+    alignas(32) float out[MR][kBlockRows] = {};
     for (int64_t g = 0; g < groups; ++g) {
-      // Even and odd k accumulate separately: two independent FMA chains per output vector, so decode
-      // (one row of x) is not bound by FMA latency.
-      __m256 acc0[MR][NV], acc1[MR][NV];
+      __m256 acc[MR][2][C];
       SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
         SPARK_UNROLL
-        for (int v = 0; v < NV; ++v) acc0[i][v] = acc1[i][v] = _mm256_setzero_ps();
-      }
-      for (int64_t p = g * kGroupSize / 2; p < (g + 1) * kGroupSize / 2; ++p) {
-        __m256 wlo[NV], whi[NV];
-        SPARK_UNROLL
-        for (int v = 0; v < NV; ++v)
-          widen8(wq + (v / 2) * block_bytes + p * kBlockRows + (v % 2) * 8, &wlo[v], &whi[v]);
-        SPARK_UNROLL
-        for (int i = 0; i < MR; ++i) {
-          const __m256 x0 = _mm256_broadcast_ss(x + i * c.ldx + 2 * p);
-          const __m256 x1 = _mm256_broadcast_ss(x + i * c.ldx + 2 * p + 1);
+        for (int v = 0; v < 2; ++v) {
           SPARK_UNROLL
-          for (int v = 0; v < NV; ++v) {
-            acc0[i][v] = _mm256_fmadd_ps(wlo[v], x0, acc0[i][v]);
-            acc1[i][v] = _mm256_fmadd_ps(whi[v], x1, acc1[i][v]);
+          for (int t = 0; t < C; ++t) acc[i][v][t] = _mm256_setzero_ps();
+        }
+      }
+      // A 64-byte line of a block holds 4 k pairs (p) of its 16 rows.
+      for (int64_t l = g * kLinesPerGroup; l < (g + 1) * kLinesPerGroup; ++l) {
+        if constexpr (MR <= kDecodeMaxM) prefetch_line(wq + (l + kDecodePrefetchLines) * 64);
+        SPARK_UNROLL
+        for (int s = 0; s < 4; ++s) {
+          const int64_t p = 4 * l + s;
+          SPARK_UNROLL
+          for (int v = 0; v < 2; ++v) {
+            __m256 wlo, whi;
+            widen8(wq + p * kBlockRows + v * 8, &wlo, &whi);
+            SPARK_UNROLL
+            for (int i = 0; i < MR; ++i) {
+              acc[i][v][0] = _mm256_fmadd_ps(wlo, _mm256_broadcast_ss(x + i * c.ldx + 2 * p), acc[i][v][0]);
+              acc[i][v][C - 1] =
+                  _mm256_fmadd_ps(whi, _mm256_broadcast_ss(x + i * c.ldx + 2 * p + 1), acc[i][v][C - 1]);
+            }
           }
         }
       }
       SPARK_UNROLL
-      for (int v = 0; v < NV; ++v) {
-        const uint16_t* pg = params + ((v / 2) * groups + g) * 2 * kBlockRows + (v % 2) * 8;
+      for (int v = 0; v < 2; ++v) {
+        const uint16_t* pg = params + g * 2 * kBlockRows + v * 8;
         const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg)));
         const __m256 mn = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + kBlockRows)));
         SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
-          facc[i][v] = _mm256_fmadd_ps(s, _mm256_add_ps(acc0[i][v], acc1[i][v]), facc[i][v]);
-          facc[i][v] = _mm256_fmadd_ps(mn, _mm256_set1_ps(xsum[i * groups + g]), facc[i][v]);
+          const __m256 dot = C == 2 ? _mm256_add_ps(acc[i][v][0], acc[i][v][C - 1]) : acc[i][v][0];
+          __m256 r = _mm256_fmadd_ps(s, dot, _mm256_load_ps(out[i] + v * 8));
+          r = _mm256_fmadd_ps(mn, _mm256_set1_ps(xsum[i * groups + g]), r);
+          _mm256_store_ps(out[i] + v * 8, r);
         }
       }
     }
     SPARK_UNROLL
-    for (int v = 0; v < NV; ++v) {
+    for (int v = 0; v < 2; ++v) {
       const int64_t n0 = b0 * kBlockRows + v * 8;
       SPARK_UNROLL
-      for (int i = 0; i < MR; ++i) store_lanes(c.y + (m0 + i) * c.ldy + n0, facc[i][v], w.n - n0);
+      for (int i = 0; i < MR; ++i)
+        store_lanes(c.y + (m0 + i) * c.ldy + n0, _mm256_load_ps(out[i] + v * 8), w.n - n0);
     }
   }
 };
