@@ -70,9 +70,9 @@ struct W4A16Kernel {
   template <int MR, int NB>
   static void tile(const TileContext& c, int64_t m0, int64_t b0) {
     static_assert(NB == 1);
-    // Chains per output vector: at one or two rows even and odd k accumulate separately so the FMAs are
-    // not bound by their latency; from three rows the rows themselves give enough chains.
-    constexpr int C = MR <= 2 ? 2 : 1;
+    // Chains per output vector: at one row even and odd k accumulate separately so the FMAs are not bound
+    // by their latency; from two rows the rows give the chains (two per row at two rows spilled one).
+    constexpr int C = MR == 1 ? 2 : 1;
     const QuantizedWeight& w = c.w;
     const int64_t groups = w.groups();
     const int64_t block_bytes = w.k_pad * kBlockRows / 2;
@@ -97,15 +97,19 @@ struct W4A16Kernel {
         SPARK_UNROLL
         for (int s = 0; s < 4; ++s) {
           const int64_t p = 4 * l + s;
+          // Both halves widened first, then each row's two activations broadcast once: 4 widened vectors,
+          // 2 broadcasts and at most 8 accumulators stay within the 16 registers.
+          __m256 wlo[2], whi[2];
           SPARK_UNROLL
-          for (int v = 0; v < 2; ++v) {
-            __m256 wlo, whi;
-            widen8(wq + p * kBlockRows + v * 8, &wlo, &whi);
+          for (int v = 0; v < 2; ++v) widen8(wq + p * kBlockRows + v * 8, &wlo[v], &whi[v]);
+          SPARK_UNROLL
+          for (int i = 0; i < MR; ++i) {
+            const __m256 x0 = _mm256_broadcast_ss(x + i * c.ldx + 2 * p);
+            const __m256 x1 = _mm256_broadcast_ss(x + i * c.ldx + 2 * p + 1);
             SPARK_UNROLL
-            for (int i = 0; i < MR; ++i) {
-              acc[i][v][0] = _mm256_fmadd_ps(wlo, _mm256_broadcast_ss(x + i * c.ldx + 2 * p), acc[i][v][0]);
-              acc[i][v][C - 1] =
-                  _mm256_fmadd_ps(whi, _mm256_broadcast_ss(x + i * c.ldx + 2 * p + 1), acc[i][v][C - 1]);
+            for (int v = 0; v < 2; ++v) {
+              acc[i][v][0] = _mm256_fmadd_ps(wlo[v], x0, acc[i][v][0]);
+              acc[i][v][C - 1] = _mm256_fmadd_ps(whi[v], x1, acc[i][v][C - 1]);
             }
           }
         }
