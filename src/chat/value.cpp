@@ -37,9 +37,18 @@ bool numbers_equal(const Value& a, const Value& b) {
 // A new container around values `deepest` levels deep.
 void check_nesting(int deepest) {
   if (deepest >= kMaxNesting) {
-    throw RenderError("lists and dicts nested more than " + std::to_string(kMaxNesting) + " levels deep",
-                      RenderError::Kind::kLimit);
+    throw RenderError(
+        "lists, dicts, generators or loops nested more than " + std::to_string(kMaxNesting) + " levels deep",
+        RenderError::Kind::kLimit);
   }
+}
+
+// 1 + this is the nesting of a new container of `items`; throws beyond kMaxNesting.
+int deepest_of(const std::vector<Value>& items) {
+  int deepest = 0;
+  for (const Value& item : items) deepest = std::max(deepest, item.nesting());
+  check_nesting(deepest);
+  return deepest;
 }
 
 // Printing walks into namespaces too, which change in place and can hold themselves (`{% set ns.me = ns %}`),
@@ -98,9 +107,7 @@ Value Value::string(std::string s) {
 }
 
 Value Value::list(std::vector<Value> items, SeqKind kind) {
-  int deepest = 0;
-  for (const Value& item : items) deepest = std::max(deepest, item.nesting());
-  check_nesting(deepest);
+  const int deepest = deepest_of(items);
   auto data = std::make_shared<ListData>();
   data->items = std::move(items);
   data->kind = kind;
@@ -119,6 +126,8 @@ Value Value::dict(DictData d) {
 int Value::nesting() const {
   if (is_list()) return as_list().depth;
   if (is_dict()) return as_dict().depth();
+  if (is_generator()) return as_generator().depth;
+  if (is_loop()) return as_loop().depth;
   return 0;
 }
 
@@ -131,11 +140,13 @@ Value Value::callable(std::shared_ptr<const Callable> fn) {
 }
 
 Value Value::loop(std::shared_ptr<LoopData> loop) {
+  loop->depth = deepest_of(loop->items) + 1;
   return Value(Storage(std::in_place_index<10>, std::move(loop)));
 }
 
 Value Value::generator(std::vector<Value> items) {
   auto data = std::make_shared<GeneratorData>();
+  data->depth = deepest_of(items) + 1;
   data->items = std::move(items);
   return Value(Storage(std::in_place_index<11>, std::move(data)));
 }

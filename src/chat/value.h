@@ -38,10 +38,10 @@ class RenderError : public std::runtime_error {
 // How a sequence prints (Python repr) and compares; all of them iterate the same way.
 enum class SeqKind { kList, kTuple, kDictItems, kDictKeys, kDictValues };
 
-// Lists and dicts nest at most this deep (a namespace, loop or generator inside counts as a leaf). Printing,
-// comparing, serializing and destroying a value all recurse once per level, so a template that wraps a
-// value in a loop (`{% set ns.x = [ns.x] %}` 100000 times) must stop with an error, not overflow the stack.
-// JSON inputs stop earlier (Value::from_json: 512).
+// Lists, dicts, generators and loop objects nest at most this deep (a namespace inside counts as a leaf).
+// Printing, comparing, serializing and destroying a value all recurse once per level, so a template that
+// wraps a value in a loop (`{% set ns.x = [ns.x] %}` a million times) must stop with an error, not overflow
+// the stack. JSON inputs stop earlier (Value::from_json: 512).
 constexpr int kMaxNesting = 1000;
 
 struct ListData {
@@ -74,10 +74,12 @@ struct NamespaceData {
 struct GeneratorData {
   std::vector<Value> items;
   size_t position = 0;
+  int depth = 1;  // set by Value::generator, as ListData::depth
 };
 
 struct LoopData {
   std::vector<Value> items;
+  int depth = 1;  // set by Value::loop from the items (last_changed is cleared when the loop ends)
   size_t index0 = 0;
   std::vector<Value> last_changed;
   bool changed_called = false;
@@ -122,13 +124,13 @@ class Value {
   static Value integer(int64_t i) { return Value(Storage(std::in_place_index<3>, i)); }
   static Value number(double d) { return Value(Storage(std::in_place_index<4>, d)); }
   static Value string(std::string s);
-  // Both throw a RenderError (kLimit) beyond kMaxNesting.
+  // These four throw a RenderError (kLimit) beyond kMaxNesting.
   static Value list(std::vector<Value> items, SeqKind kind = SeqKind::kList);
   static Value dict(DictData d);
   static Value namespace_object(std::shared_ptr<NamespaceData> ns);
-  static Value callable(std::shared_ptr<const Callable> fn);
-  static Value loop(std::shared_ptr<LoopData> loop);
+  static Value loop(std::shared_ptr<LoopData> loop);  // its items already set
   static Value generator(std::vector<Value> items);
+  static Value callable(std::shared_ptr<const Callable> fn);
   static Value from_json(const nlohmann::ordered_json& j, int depth = 0);
 
   Type type() const { return static_cast<Type>(storage_.index()); }
@@ -163,7 +165,7 @@ class Value {
   std::string undefined_message() const;
   // Identity for `is sameas` and for equality of mutable objects.
   const void* identity() const;
-  // Levels of lists and dicts: 0 for anything else.
+  // Levels of lists, dicts, generators and loop objects: 0 for anything else.
   int nesting() const;
 
  private:

@@ -157,7 +157,8 @@ TEST(JinjaLimits, NamespaceHoldingItselfIsAnErrorNotACrash) {
 
 // Lists and dicts built in a loop nest without bound unless capped: printing, comparing, tojson and even
 // destroying such a value recurse once per level. Before the cap the first template below (a million
-// levels) crashed spark-chat-render with SIGSEGV on destruction, in the Release build.
+// levels) crashed spark-chat-render with SIGSEGV on destruction, in the Release build, and so did the
+// generator chain below.
 TEST(JinjaLimits, NestingDepthIsCapped) {
   for (const char* source : {
            "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% for j in range(10) %}"
@@ -167,6 +168,11 @@ TEST(JinjaLimits, NestingDepthIsCapped) {
            "{% set ns = namespace(x=1) %}{% for i in range(100000) %}{% set ns.x = (ns.x, 2) %}{% endfor %}",
            "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x]|list %}{% endfor "
            "%}",
+           // Generators and loop objects hold values too: chains of them crashed the same way.
+           "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% for j in range(10) %}"
+           "{% set ns.x = [ns.x]|select %}{% endfor %}{% endfor %}ok",
+           "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% for j in range(10) %}"
+           "{% for _ in [ns.x] %}{% set ns.x = loop %}{% endfor %}{% endfor %}{% endfor %}ok",
        }) {
     auto e = render_error(source);
     ASSERT_TRUE(e) << source;
