@@ -38,10 +38,6 @@ inline __m256i add32(__m256i acc, __m256i t) {
 // faster). Prefill tiles have at most kDecodeMaxM rows too, so they also ask; their lines are in L2.
 constexpr int64_t kDecodePrefetchLines = 32;
 
-inline void prefetch_line(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
-}
-
 // Stores lanes [0, valid) of v (valid may be <= 0 or >= 8).
 inline void store_lanes(float* dst, __m256 v, int64_t valid) {
   if (valid >= 8) {

@@ -39,10 +39,6 @@ inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
 // this far ahead restores the sequential rate of that pure read (as in the W4A16 decode tiles).
 constexpr int64_t kDecodePrefetchLines = 16;
 
-inline void prefetch_line(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
-}
-
 inline __mmask16 lane_mask(int64_t valid) {
   if (valid <= 0) return 0;
   return valid >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << valid) - 1);

@@ -20,10 +20,6 @@ constexpr int64_t kLinesPerGroup = kGroupSize * kBlockRows / 2 / 64;
 // int_avx2.cpp (one core keeps too few misses in flight otherwise).
 constexpr int64_t kDecodePrefetchLines = 16;
 
-inline void prefetch_line(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
-}
-
 // 8 rows of one k pair: the low nibbles (k even) and high nibbles (k odd) as floats.
 inline void widen8(const uint8_t* p, __m256* lo, __m256* hi) {
   int64_t bytes;
@@ -93,7 +89,7 @@ struct W4A16Kernel {
       }
       // A 64-byte line of a block holds 4 k pairs (p) of its 16 rows.
       for (int64_t l = g * kLinesPerGroup; l < (g + 1) * kLinesPerGroup; ++l) {
-        if constexpr (MR <= kDecodeMaxM) prefetch_line(wq + (l + kDecodePrefetchLines) * 64);
+        prefetch_line(wq + (l + kDecodePrefetchLines) * 64);  // every tile here is a decode tile
         SPARK_UNROLL
         for (int s = 0; s < 4; ++s) {
           const int64_t p = 4 * l + s;
