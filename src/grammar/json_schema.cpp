@@ -261,11 +261,61 @@ class SchemaCompiler {
     }
   }
 
+  // Two subschemas that must both hold, as one (booleans included: false wins, true gives way).
+  Json merge_subschemas(const Json& a, const Json& b, const std::string& path, int depth) {
+    if (a == false || b == false) return false;
+    if (a == true) return b;
+    if (b == true) return a;
+    return merge(flatten(a, path, depth + 1), flatten(b, path, depth + 1), path, depth + 1);
+  }
+
+  // properties and additionalProperties of two members, merged name by name: a name only one member
+  // declares must also meet the other member's additionalProperties (true when absent), as the spec reads
+  // allOf. So {"allOf": [{"properties": {"a": {}}}], "additionalProperties": false} forbids "a".
+  void merge_properties(const Json& a, const Json& b, Json& out, const std::string& path, int depth) {
+    static const Json kNone = Json::object();
+    const Json& pa = a.contains("properties") ? a["properties"] : kNone;
+    const Json& pb = b.contains("properties") ? b["properties"] : kNone;
+    if (!pa.is_object() || !pb.is_object()) fail(path, "properties must be an object");
+    const Json extra_a = a.contains("additionalProperties") ? a["additionalProperties"] : Json(true);
+    const Json extra_b = b.contains("additionalProperties") ? b["additionalProperties"] : Json(true);
+    // A patternProperties match replaces additionalProperties for its names: exact only in these cases.
+    auto declares_more = [](const Json& x, const Json& y) {
+      for (auto& [name, sub] : x.items()) {
+        if (!y.contains(name)) return true;
+      }
+      return false;
+    };
+    if ((a.contains("patternProperties") &&
+         (extra_b != true || (extra_a != true && declares_more(pb, pa)))) ||
+        (b.contains("patternProperties") &&
+         (extra_a != true || (extra_b != true && declares_more(pa, pb))))) {
+      fail(path, "allOf: cannot merge patternProperties with another member's additionalProperties");
+    }
+    Json props = Json::object();
+    for (auto& [name, sub] : pa.items()) {
+      props[name] = merge_subschemas(sub, pb.contains(name) ? pb[name] : extra_b, path, depth);
+    }
+    for (auto& [name, sub] : pb.items()) {
+      if (!pa.contains(name)) props[name] = merge_subschemas(extra_a, sub, path, depth);
+    }
+    const Json extra = merge_subschemas(extra_a, extra_b, path, depth);
+    out.erase("properties");
+    out.erase("additionalProperties");
+    if (!props.empty()) out["properties"] = std::move(props);
+    if (extra != true) out["additionalProperties"] = extra;
+  }
+
   // Merges allOf members (and a $ref with sibling keywords) into one schema, keyword by keyword.
   Json merge(const Json& a, const Json& b, const std::string& path, int depth) {
     if (depth > 32) fail(path, "allOf nested too deeply to merge");
     Json out = a;
+    if (a.contains("properties") || b.contains("properties") || a.contains("additionalProperties") ||
+        b.contains("additionalProperties")) {
+      merge_properties(a, b, out, path, depth);
+    }
     for (auto& [k, v] : b.items()) {
+      if (k == "properties" || k == "additionalProperties") continue;
       if (!out.contains(k)) {
         out[k] = v;
         continue;
@@ -275,15 +325,6 @@ class SchemaCompiler {
       if (k == "required") {
         for (const auto& r : v) {
           if (std::find(mine.begin(), mine.end(), r) == mine.end()) mine.push_back(r);
-        }
-      } else if (k == "properties") {
-        for (auto& [name, sub] : v.items()) {
-          if (!mine.contains(name)) {
-            mine[name] = sub;
-          } else {
-            mine[name] =
-                merge(flatten(mine[name], path, depth + 1), flatten(sub, path, depth + 1), path, depth + 1);
-          }
         }
       } else if (k == "type") {
         auto as_list = [](const Json& t) { return t.is_array() ? t : Json::array({t}); };
@@ -302,8 +343,6 @@ class SchemaCompiler {
         continue;
       } else if (k == "items" && mine.is_object() && v.is_object()) {
         mine = merge(flatten(mine, path, depth + 1), flatten(v, path, depth + 1), path, depth + 1);
-      } else if (k == "additionalProperties" && mine.is_boolean() && v.is_boolean()) {
-        mine = mine.get<bool>() && v.get<bool>();
       } else if (k == kExclude || k == kAbsent) {
         for (const auto& x : v) mine.push_back(x);
       } else if ((k == "minimum" || k == "minLength" || k == "minItems" || k == "minProperties") &&
