@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 all=(request responses_request safetensors model_config tokenizer_json tokenizer_encode stream_detokenizer chat_template tool_call
-     reasoning grammar)
+     reasoning grammar grammar_bytes)
 if [ $# -gt 0 ]; then harnesses=("$@"); else harnesses=("${all[@]}"); fi
 
 CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARK_SANITIZE=ON \

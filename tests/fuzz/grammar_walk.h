@@ -1,0 +1,170 @@
+// The grammar harnesses' shared body (grammar_fuzz.cpp over a tokenizer's vocabulary, grammar_bytes_fuzz.cpp
+// over the 256 single bytes): a user-supplied constraint (a JSON Schema, a regular expression or a vLLM
+// choice list) is compiled with the real engine (src/grammar), then a bounded walk picks allowed tokens. A
+// constraint the engine refuses must be a spark::Error; anything else thrown, a crash or a sanitizer report
+// is a bug. Properties checked:
+// - each mask equals the slow reference (the token's bytes run through the automaton), on a stride of the
+//   vocabulary per step (every token at the first step), and the mask's count is its popcount;
+// - an accepted token advances the matcher; after a token was accepted some token stays allowed (the engine
+//   never leads the model into a prefix it cannot finish);
+// - a walk that ends gives a text the constraint accepts: for a schema, JSON that json_valid passes; for a
+//   regex, a full match of the same pattern compiled in search mode with anchors; for choices, one of them.
+//
+// Input: byte 0 % 3 picks the form (0 JSON Schema, 1 regex, 2 choices separated by '\n'); the rest up to the
+// first NUL is the constraint's text, the bytes after it pick the walk's tokens (16 bits each, among those
+// allowed).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "fuzz_check.h"
+#include "grammar/json_schema.h"
+#include "grammar/json_validate.h"
+#include "grammar/matcher.h"
+#include "spark/error.h"
+
+namespace spark::fuzz {
+
+struct GrammarWalk {
+  std::shared_ptr<const grammar::TokenVocab> vocab;
+  int32_t end_id = -1;           // the vocabulary's end token
+  int max_steps = 24;            // tokens picked at most
+  int32_t reference_stride = 1;  // tokens id % stride == step % stride checked against the slow reference
+};
+
+namespace grammar_walk_detail {
+
+constexpr size_t kMaxConstraintBytes = 4096;  // compile cost grows with the text: keep each run short
+
+inline bool bit(const std::vector<uint64_t>& bits, int32_t id) {
+  return (bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1;
+}
+
+inline std::vector<std::string> split_choices(const std::string& text) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  for (;;) {
+    const size_t nl = text.find('\n', begin);
+    out.push_back(text.substr(begin, nl == std::string::npos ? std::string::npos : nl - begin));
+    if (nl == std::string::npos) break;
+    begin = nl + 1;
+  }
+  return out;
+}
+
+// The finished text against an oracle that does not walk the token automaton.
+inline void check_complete(int form, const std::string& constraint, const std::vector<std::string>& choices,
+                           const std::string& text) {
+  if (form == 0) {
+    nlohmann::ordered_json value, schema;
+    try {
+      value = nlohmann::ordered_json::parse(text);
+    } catch (const nlohmann::json::out_of_range&) {
+      return;  // valid JSON (RFC 8259 sets no range) whose number a double cannot hold: no oracle
+    } catch (const nlohmann::json::exception& e) {
+      fail("a completed schema text is not JSON", text + " | " + e.what());
+    }
+    schema = nlohmann::ordered_json::parse(constraint);  // compiled, so it parses
+    bool valid = false;
+    try {
+      valid = grammar::json_valid(value, schema, schema);
+    } catch (const spark::Error&) {
+      return;  // a keyword the validator cannot evaluate exactly: no oracle
+    }
+    check(valid, "a completed text fails the schema", text);
+  } else if (form == 1) {
+    bool matches = false;
+    try {
+      matches = grammar::pattern_matches("^(?:" + constraint + ")$", text);
+    } catch (const spark::Error&) {
+      return;  // the wrapped pattern is not supported (anchors inside groups)
+    }
+    check(matches, "a completed text does not match the regex", text);
+  } else {
+    bool found = false;
+    for (const auto& c : choices) found = found || c == text;
+    check(found, "a completed text is not one of the choices", text);
+  }
+}
+
+}  // namespace grammar_walk_detail
+
+inline int run_grammar_walk(const GrammarWalk& w, const uint8_t* data, size_t size) {
+  namespace g = spark::grammar;
+  using namespace grammar_walk_detail;
+  if (size == 0) return 0;
+  const int form = data[0] % 3;
+  const std::string rest(reinterpret_cast<const char*>(data + 1), size - 1);
+  const size_t nul = rest.find('\0');
+  const std::string constraint = rest.substr(0, nul);
+  const std::string picks = nul == std::string::npos ? std::string() : rest.substr(nul + 1);
+  if (constraint.size() > kMaxConstraintBytes) return 0;
+
+  std::vector<std::string> choices;
+  std::shared_ptr<const g::CompiledGrammar> compiled;
+  try {
+    g::Grammar grammar;
+    if (form == 0) {
+      grammar = g::compile_json_schema(constraint);
+    } else if (form == 1) {
+      grammar = g::regex_grammar(constraint);
+    } else {
+      choices = split_choices(constraint);
+      grammar = g::choice_grammar(choices);
+    }
+    compiled = std::make_shared<const g::CompiledGrammar>(std::move(grammar), w.vocab);
+  } catch (const spark::Error&) {
+    return 0;
+  }
+
+  g::GrammarMatcher m(compiled);
+  std::vector<uint64_t> bits;
+  std::string text;
+  bool ended = false;
+  for (int step = 0; step < w.max_steps; ++step) {
+    const size_t n = m.fill_mask(bits);
+    size_t count = 0;
+    std::vector<int32_t> allowed;
+    for (int32_t id = 0; id < static_cast<int32_t>(w.vocab->size()); ++id) {
+      const bool fast = bit(bits, id);
+      if (fast) {
+        ++count;
+        allowed.push_back(id);
+      }
+      const bool checked = step == 0 || id % w.reference_stride == step % w.reference_stride;
+      if (checked && fast != m.allows_token(id)) {
+        fail("mask differs from the slow reference",
+             "step " + std::to_string(step) + " token " + std::to_string(id) + " '" + w.vocab->bytes(id) +
+                 "' after '" + text + "' mask " + std::to_string(fast));
+      }
+    }
+    check(n == count, "fill_mask's count is not the mask's popcount");
+    check(bit(bits, w.end_id) == m.can_end(), "the end token is allowed exactly when the grammar can end");
+    if (allowed.empty()) {
+      check(step == 0, "dead end: a prefix the grammar accepted cannot be completed", text);
+      return 0;  // an empty language (e.g. an empty enum)
+    }
+    const size_t k = static_cast<size_t>(step) * 2;
+    const size_t pick =
+        k + 1 < picks.size()
+            ? (static_cast<size_t>(static_cast<uint8_t>(picks[k])) << 8 | static_cast<uint8_t>(picks[k + 1]))
+            : static_cast<size_t>(step) * 7919;
+    const int32_t id = allowed[pick % allowed.size()];
+    if (!m.accept_token(id)) fail("an allowed token was refused", std::to_string(id));
+    if (id == w.end_id) {
+      ended = true;
+      break;
+    }
+    text += w.vocab->bytes(id);
+  }
+  check(ended == m.ended(), "ended() disagrees with the end token");
+  if (ended || m.can_end()) check_complete(form, constraint, choices, text);
+  return 0;
+}
+
+}  // namespace spark::fuzz
