@@ -48,8 +48,12 @@ inline void store_lanes(float* dst, __m256 v, int64_t valid) {
   }
 }
 
+// At one or two rows a decode tile streams two blocks at once: one stream per core left the reads short of
+// the bandwidth (the AVX-512 tiles stream four). At more rows the accumulators of two blocks outgrow the
+// 16 ymm registers.
 struct Int8Kernel {
-  static constexpr int kDecodeNb = 1;
+  static constexpr int kDecodeNb = 2;
+  static constexpr int kDecodeWideMaxM = 2;
   static constexpr int kPrefillMr = 4;
   static constexpr int kPrefillNb = 1;
 
@@ -105,7 +109,8 @@ struct Int8Kernel {
 };
 
 struct W4A8Kernel {
-  static constexpr int kDecodeNb = 1;
+  static constexpr int kDecodeNb = 2;
+  static constexpr int kDecodeWideMaxM = 1;  // two blocks' group and running sums fill the registers
   static constexpr int kPrefillMr = 4;
   static constexpr int kPrefillNb = 1;
 

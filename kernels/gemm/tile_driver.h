@@ -50,7 +50,9 @@ constexpr std::array<std::array<TileFn, MRS>, sizeof...(NB)> tile_table(std::ind
 }
 
 // Tables indexed [nb - 1][mr - 1]. A Kernel declares its widest tiles: kDecodeNb blocks for m <=
-// kDecodeMaxM rows, kPrefillNb blocks x kPrefillMr rows otherwise (bounded by its register file).
+// kDecodeMaxM rows, kPrefillNb blocks x kPrefillMr rows otherwise (bounded by its register file). A
+// kernel whose register file holds kDecodeNb blocks only at a few rows also declares kDecodeWideMaxM:
+// above it, decode tiles are one block wide.
 template <class Kernel>
 struct TileTables {
   static constexpr auto decode =
@@ -58,6 +60,15 @@ struct TileTables {
   static constexpr auto prefill =
       tile_table<Kernel, Kernel::kPrefillMr>(std::make_index_sequence<Kernel::kPrefillNb>{});
 };
+
+template <class Kernel>
+constexpr int64_t decode_blocks(int64_t m) {
+  if constexpr (requires { Kernel::kDecodeWideMaxM; }) {
+    return m <= Kernel::kDecodeWideMaxM ? Kernel::kDecodeNb : 1;
+  } else {
+    return Kernel::kDecodeNb;
+  }
+}
 
 template <class Kernel>
 void run_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
@@ -68,8 +79,9 @@ void run_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
     pool.run(static_cast<size_t>(tasks_n), [&](size_t task) {
       const int64_t b_begin = static_cast<int64_t>(task) * kTaskBlocks;
       const int64_t b_end = std::min(n_blocks, b_begin + kTaskBlocks);
-      for (int64_t b = b_begin; b < b_end; b += Kernel::kDecodeNb) {
-        TileTables<Kernel>::decode[std::min<int64_t>(Kernel::kDecodeNb, b_end - b) - 1][m - 1](c, 0, b);
+      const int64_t nb = decode_blocks<Kernel>(m);
+      for (int64_t b = b_begin; b < b_end; b += nb) {
+        TileTables<Kernel>::decode[std::min<int64_t>(nb, b_end - b) - 1][m - 1](c, 0, b);
       }
     });
     return;
