@@ -48,12 +48,12 @@ inline void store_lanes(float* dst, __m256 v, int64_t valid) {
   }
 }
 
-// At one or two rows a decode tile streams two blocks at once: one stream per core left the reads short of
-// the bandwidth (the AVX-512 tiles stream four). At more rows the accumulators of two blocks outgrow the
-// 16 ymm registers.
+// Decode tiles stream several weight blocks at once: one stream per core left the reads short of the
+// bandwidth. Four at one row (as the AVX-512 tiles), two at two rows; beyond that the accumulators
+// outgrow the 16 ymm registers.
 struct Int8Kernel {
-  static constexpr int kDecodeNb = 2;
-  static constexpr int kDecodeWideMaxM = 2;
+  static constexpr int kDecodeNb = 4;
+  static constexpr int64_t decode_nb(int64_t m) { return m == 1 ? 4 : m == 2 ? 2 : 1; }
   static constexpr int kPrefillMr = 4;
   static constexpr int kPrefillNb = 1;
 
@@ -109,8 +109,9 @@ struct Int8Kernel {
 };
 
 struct W4A8Kernel {
-  static constexpr int kDecodeNb = 2;
-  static constexpr int kDecodeWideMaxM = 1;  // two blocks' group and running sums fill the registers
+  static constexpr int kDecodeNb = 4;
+  // Four blocks at one row only: their group sums stay in registers, the running f32 sums live in L1.
+  static constexpr int64_t decode_nb(int64_t m) { return m == 1 ? 4 : 1; }
   static constexpr int kPrefillMr = 4;
   static constexpr int kPrefillNb = 1;
 

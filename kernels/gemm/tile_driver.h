@@ -51,8 +51,8 @@ constexpr std::array<std::array<TileFn, MRS>, sizeof...(NB)> tile_table(std::ind
 
 // Tables indexed [nb - 1][mr - 1]. A Kernel declares its widest tiles: kDecodeNb blocks for m <=
 // kDecodeMaxM rows, kPrefillNb blocks x kPrefillMr rows otherwise (bounded by its register file). A
-// kernel whose register file holds kDecodeNb blocks only at a few rows also declares kDecodeWideMaxM:
-// above it, decode tiles are one block wide.
+// kernel whose register file holds kDecodeNb blocks only at a few rows also declares decode_nb(m), the
+// blocks of its decode tiles at m rows.
 template <class Kernel>
 struct TileTables {
   static constexpr auto decode =
@@ -63,8 +63,8 @@ struct TileTables {
 
 template <class Kernel>
 constexpr int64_t decode_blocks(int64_t m) {
-  if constexpr (requires { Kernel::kDecodeWideMaxM; }) {
-    return m <= Kernel::kDecodeWideMaxM ? Kernel::kDecodeNb : 1;
+  if constexpr (requires { Kernel::decode_nb(m); }) {
+    return Kernel::decode_nb(m);
   } else {
     return Kernel::kDecodeNb;
   }
