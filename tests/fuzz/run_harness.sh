@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs one libFuzzer harness: copies the committed corpus (tests/fuzz/corpus/NAME, which also holds the
-# inputs of bugs already fixed; or another harness's, named in tests/fuzz/NAME.seeds) into WORK_DIR, replays it, then fuzzes for SECONDS more. New inputs and crash
-# artifacts stay under WORK_DIR; the committed corpus is never written. Exits non-zero on any crash, sanitizer
-# report, timeout or OOM. Usage: run_harness.sh BINARY FUZZ_DIR NAME WORK_DIR SECONDS [libFuzzer flags...]
+# inputs of bugs already fixed; or another harness's corpus and dictionary, named in tests/fuzz/NAME.seeds)
+# into WORK_DIR, replays it, then fuzzes for SECONDS more. New inputs and crash artifacts stay under
+# WORK_DIR; the committed corpus is never written. Exits non-zero on any crash, sanitizer report, timeout or
+# OOM. Usage: run_harness.sh BINARY FUZZ_DIR NAME WORK_DIR SECONDS [libFuzzer flags...]
 set -euo pipefail
 binary=$1 fuzz_dir=$2 name=$3 work=$4 seconds=$5
 shift 5
