@@ -220,8 +220,8 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
     case Kernel::kW4A8Amx:
       return {"w4a8 amx tiles",
               rows +
-                  "; each task unpacks its weight blocks to bytes once, tdpbsud per group of "
-                  "128, zero point via activation group sums",
+                  "; each task unpacks its weight blocks once to signed bytes q - 8 (the zero point "
+                  "folded in), tdpbssd per group of 128",
               Arithmetic::kAmxInt8};
     case Kernel::kW4A16Amx:
       return {"w4a16 amx tiles",

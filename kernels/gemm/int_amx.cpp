@@ -1,12 +1,13 @@
 // AMX kernels of the integer formats for m > kDecodeMaxM (decode stays on the AVX-512 VNNI GEMV, which is
-// bandwidth-bound anyway). One tdpbssd / tdpbsud multiplies a 16 x 64 int8 activation tile by a 64 x 16
+// bandwidth-bound anyway). One tdpbssd multiplies a 16 x 64 int8 activation tile by a 64 x 16
 // weight tile into 16 x 16 s32: 16384 multiply-adds, where a vpdpbusd does 64.
 //  - kInt8: the packed layout's 64-byte lines (4 k of 16 rows) are exactly the rows of an AMX B tile, so
 //    16 consecutive lines of a block are loaded straight from the weight (stride 64); activations are
 //    signed, so tdpbssd needs no correction.
-//  - kW4A8: each task unpacks its weight blocks once into bytes q in [0, 15] (same line layout) and uses
-//    tdpbsud (signed activations x unsigned weights); per group of 128 the s32 tile is combined as in
-//    gemm_ref (subtract 8 · Σ x, fma with the group scale).
+//  - kW4A8: each task unpacks its weight blocks once into signed bytes q - 8 in [-8, 7] (same line layout),
+//    so tdpbssd gives Σ x · (q - 8) directly, the s32 that gemm_ref scales: per group of 128 the tile is only
+//    converted and fma'd with the group scale (no zero-point correction per row: that pass cost as much as
+//    the tile products).
 // Each task covers 32 activation rows x 32 weight rows per step with four accumulator tiles. Activations
 // are padded with zero rows to a multiple of 32, so every tile load is full.
 #include <immintrin.h>
@@ -78,9 +79,9 @@ TiledActivations tile_activations(const QuantizedActivations& a, int64_t m_rows,
   return t;
 }
 
-// Accumulates k tiles [kt_begin, kt_end) of activation rows [m0, m0 + 16·MT) times the weight tiles at
-// b[j] + kt · 1024 (j < 4 / MT) into tiles 0-3. S8: weights signed (tdpbssd), else unsigned (tdpbsud).
-template <int MT, bool S8>
+// Accumulates k tiles [kt_begin, kt_end) of activation rows [m0, m0 + 16·MT) times the signed weight tiles at
+// b[j] + kt · 1024 (j < 4 / MT) into tiles 0-3.
+template <int MT>
 inline void tile_products(const TiledActivations& x, int64_t m0, const int8_t* const* b, int64_t kt_begin,
                           int64_t kt_end) {
   for (int64_t kt = kt_begin; kt < kt_end; ++kt) {
@@ -89,37 +90,20 @@ inline void tile_products(const TiledActivations& x, int64_t m0, const int8_t* c
       _tile_loadd(5, x.tile(m0 + kTileRows, kt), 64);
       _tile_loadd(6, b[0] + kt * 1024, 64);
       _tile_loadd(7, b[1] + kt * 1024, 64);
-      if constexpr (S8) {
-        _tile_dpbssd(0, 4, 6);
-        _tile_dpbssd(1, 4, 7);
-        _tile_dpbssd(2, 5, 6);
-        _tile_dpbssd(3, 5, 7);
-      } else {
-        _tile_dpbsud(0, 4, 6);
-        _tile_dpbsud(1, 4, 7);
-        _tile_dpbsud(2, 5, 6);
-        _tile_dpbsud(3, 5, 7);
-      }
+      _tile_dpbssd(0, 4, 6);
+      _tile_dpbssd(1, 4, 7);
+      _tile_dpbssd(2, 5, 6);
+      _tile_dpbssd(3, 5, 7);
     } else {
       _tile_loadd(4, x.tile(m0, kt), 64);
       _tile_loadd(6, b[0] + kt * 1024, 64);
       _tile_loadd(7, b[1] + kt * 1024, 64);
-      if constexpr (S8) {
-        _tile_dpbssd(0, 4, 6);
-        _tile_dpbssd(1, 4, 7);
-      } else {
-        _tile_dpbsud(0, 4, 6);
-        _tile_dpbsud(1, 4, 7);
-      }
+      _tile_dpbssd(0, 4, 6);
+      _tile_dpbssd(1, 4, 7);
       _tile_loadd(6, b[2] + kt * 1024, 64);
       _tile_loadd(7, b[3] + kt * 1024, 64);
-      if constexpr (S8) {
-        _tile_dpbssd(2, 4, 6);
-        _tile_dpbssd(3, 4, 7);
-      } else {
-        _tile_dpbsud(2, 4, 6);
-        _tile_dpbsud(3, 4, 7);
-      }
+      _tile_dpbssd(2, 4, 6);
+      _tile_dpbssd(3, 4, 7);
     }
   }
 }
@@ -142,7 +126,7 @@ void int8_step(const QuantizedWeight& w, const QuantizedActivations& a, const Ti
   const int8_t* b[NT];
   for (int j = 0; j < NT; ++j) b[j] = static_cast<const int8_t*>(w.qweight) + blocks[j] * block_bytes;
   zero_accumulators();
-  tile_products<MT, true>(x, m0, b, 0, w.k_pad / 64);
+  tile_products<MT>(x, m0, b, 0, w.k_pad / 64);
   alignas(64) int32_t c[16 * MT * kCols];
   store_accumulators<MT>(c);
   const auto* scales = static_cast<const float*>(w.scales);
@@ -158,44 +142,43 @@ void int8_step(const QuantizedWeight& w, const QuantizedActivations& a, const Ti
   }
 }
 
-// Unpacks W4A8 block b into bytes: line kq of the result holds k = 4kq..4kq+3 of the block's 16 rows.
-void unpack_w4a8_block(const QuantizedWeight& w, int64_t b, uint8_t* out) {
+// Unpacks W4A8 block b into signed bytes q - 8: line kq of the result holds k = 4kq..4kq+3 of the block's
+// 16 rows.
+void unpack_w4a8_block(const QuantizedWeight& w, int64_t b, int8_t* out) {
   const int64_t block_bytes = w.k_pad * kBlockRows / 2;
   const auto* src = static_cast<const uint8_t*>(w.qweight) + b * block_bytes;
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i low4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
   for (int64_t p = 0; p < w.k_pad / 8; ++p) {
     const __m512i raw = _mm512_loadu_si512(src + p * 64);
-    _mm512_store_si512(out + 2 * p * 64, _mm512_and_si512(raw, low4));
-    _mm512_store_si512(out + (2 * p + 1) * 64, _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4));
+    _mm512_store_si512(out + 2 * p * 64, _mm512_sub_epi8(_mm512_and_si512(raw, low4), eight));
+    _mm512_store_si512(out + (2 * p + 1) * 64,
+                       _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(raw, 4), low4), eight));
   }
 }
 
 // One step of kW4A8 over unpacked blocks q[0 .. 4/MT) (numbers in `blocks`, as in int8_step).
 template <int MT>
 void w4a8_step(const QuantizedWeight& w, const QuantizedActivations& a, const TiledActivations& x, int64_t m0,
-               const uint8_t* const* q, const int64_t* blocks, int n_valid_blocks, float* y, int64_t ldy,
+               const int8_t* const* q, const int64_t* blocks, int n_valid_blocks, float* y, int64_t ldy,
                int64_t m) {
   constexpr int NT = 4 / MT;
   constexpr int kCols = 16 * NT;
   const int64_t groups = w.groups();
   const auto* scales = static_cast<const uint16_t*>(w.scales);
-  const int8_t* b[NT];
-  for (int j = 0; j < NT; ++j) b[j] = reinterpret_cast<const int8_t*>(q[j]);
   alignas(64) float t[16 * MT * kCols];
   std::memset(t, 0, sizeof t);
   alignas(64) int32_t c[16 * MT * kCols];
   for (int64_t g = 0; g < groups; ++g) {
     zero_accumulators();
-    tile_products<MT, false>(x, m0, b, 2 * g, 2 * g + 2);
+    tile_products<MT>(x, m0, q, 2 * g, 2 * g + 2);
     store_accumulators<MT>(c);
     for (int j = 0; j < n_valid_blocks; ++j) {
       const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256(
           reinterpret_cast<const __m256i*>(scales + (blocks[j] * groups + g) * kBlockRows)));
       for (int64_t r = 0; r < 16 * MT; ++r) {
-        const __m512i corr = _mm512_sub_epi32(_mm512_load_si512(c + r * kCols + j * 16),
-                                              _mm512_set1_epi32(8 * a.group_sums[(m0 + r) * groups + g]));
         float* tr = t + r * kCols + j * 16;
-        _mm512_store_ps(tr, _mm512_fmadd_ps(_mm512_cvtepi32_ps(corr), s, _mm512_load_ps(tr)));
+        _mm512_store_ps(tr, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + r * kCols + j * 16)), s,
+                                            _mm512_load_ps(tr)));
       }
     }
   }
@@ -269,16 +252,17 @@ void gemm_w4a8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y
     gemm_w4a8_avx512(x, m, w, y, ldy, pool);
     return;
   }
-  const QuantizedActivations a = quantize_activations(x, m, w.k, w.k_pad, w.groups(), /*offset128=*/false,
-                                                      &pool, 32, quantize_row_avx512);
+  // No group sums: the unpacked weights carry their zero point.
+  const QuantizedActivations a =
+      quantize_activations(x, m, w.k, w.k_pad, 0, /*offset128=*/false, &pool, 32, quantize_row_avx512);
   const TiledActivations xt = tile_activations(a, (m + 31) / 32 * 32, pool);
   run_amx(w, m, pool, [&](int64_t b_begin, int64_t b_end, int64_t m_begin, int64_t m_end) {
     // The task's blocks as bytes, reused by every step (kTaskBlocks x 16 x k_pad bytes).
     const size_t block_bytes = static_cast<size_t>(w.k_pad * kBlockRows);
-    auto* unpacked = static_cast<uint8_t*>(scratch(2, kTaskBlocks * block_bytes));
+    auto* unpacked = static_cast<int8_t*>(scratch(2, kTaskBlocks * block_bytes));
     for (int64_t b = b_begin; b < b_end; ++b) unpack_w4a8_block(w, b, unpacked + (b - b_begin) * block_bytes);
     cover_task(b_begin, b_end, m_begin, m_end, [&](int mt, int64_t m0, const int64_t* blocks, int valid) {
-      const uint8_t* q[4];
+      const int8_t* q[4];
       for (int j = 0; j < 4 / mt; ++j) q[j] = unpacked + (blocks[j] - b_begin) * block_bytes;
       if (mt == 2) {
         w4a8_step<2>(w, a, xt, m0, q, blocks, valid, y, ldy, m);
