@@ -9,7 +9,9 @@ namespace spark::kernels {
 
 namespace {
 
-constexpr int64_t kW4A8AmxMinRows = 64;
+// W4A8 takes the AMX tiles from 32 rows: there the signed-unpack tiles beat the VNNI tiles by 7-10%, at 48
+// by 25-35%, while at 16 rows the per-task unpacking still costs more (bench/RESULTS.md, session 15).
+constexpr int64_t kW4A8AmxMinRows = 32;
 // W4A16 takes the AMX tiles from 8 rows: at 5 rows they (widening each task's blocks first) and the
 // AVX512-BF16 tiles tie (bench/RESULTS.md, session 11).
 constexpr int64_t kW4A16AmxMinRows = 8;
