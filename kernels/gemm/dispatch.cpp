@@ -9,9 +9,9 @@ namespace spark::kernels {
 
 namespace {
 
-// W4A8 takes the AMX tiles from 32 rows: there the signed-unpack tiles beat the VNNI tiles by 7-10%, at 48
-// by 25-35%, while at 16 rows the per-task unpacking still costs more (bench/RESULTS.md, session 15).
-constexpr int64_t kW4A8AmxMinRows = 32;
+// W4A8 takes the AMX tiles from 16 rows: there the tiles that unpack a group at a time into L1 beat the VNNI
+// tiles on 8 of 9 runs of three shapes; at 12 rows VNNI wins (bench/RESULTS.md, session 15).
+constexpr int64_t kW4A8AmxMinRows = 16;
 // W4A16 takes the AMX tiles from 8 rows: at 5 rows they (widening each task's blocks first) and the
 // AVX512-BF16 tiles tie (bench/RESULTS.md, session 11).
 constexpr int64_t kW4A16AmxMinRows = 8;
@@ -83,8 +83,8 @@ Kernel select_kernel(WeightFormat format, int64_t m, Isa isa, bool bf16_activati
       if (amx_tiles) return Kernel::kInt8Amx;
       return avx512 ? Kernel::kInt8Avx512 : Kernel::kInt8Avx2;
     case WeightFormat::kW4A8:
-      // Each AMX task unpacks its weight blocks to bytes before any tile product; below kW4A8AmxMinRows
-      // activation rows that costs more than the VNNI tiles, which unpack in registers (bench/KERNELS.md).
+      // The AMX tiles unpack the weights to bytes in memory before their products; below kW4A8AmxMinRows
+      // activation rows that costs more than the VNNI tiles, which unpack in registers.
       if (amx_tiles && m >= kW4A8AmxMinRows) return Kernel::kW4A8Amx;
       return avx512 ? Kernel::kW4A8Avx512 : Kernel::kW4A8Avx2;
     case WeightFormat::kW4A16:
@@ -222,8 +222,8 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
     case Kernel::kW4A8Amx:
       return {"w4a8 amx tiles",
               rows +
-                  "; each task unpacks its weight blocks once to signed bytes q - 8 (the zero point "
-                  "folded in), tdpbssd per group of 128",
+                  "; weights unpacked to signed bytes q - 8 (the zero point folded in), a group at a time "
+                  "into L1 (tasks of up to 128 rows) or whole once per task, tdpbssd per group of 128",
               Arithmetic::kAmxInt8};
     case Kernel::kW4A16Amx:
       return {"w4a16 amx tiles",

@@ -4,10 +4,13 @@
 //  - kInt8: the packed layout's 64-byte lines (4 k of 16 rows) are exactly the rows of an AMX B tile, so
 //    16 consecutive lines of a block are loaded straight from the weight (stride 64); activations are
 //    signed, so tdpbssd needs no correction.
-//  - kW4A8: each task unpacks its weight blocks once into signed bytes q - 8 in [-8, 7] (same line layout),
-//    so tdpbssd gives Σ x · (q - 8) directly, the s32 that gemm_ref scales: per group of 128 the tile is only
-//    converted and fma'd with the group scale (no zero-point correction per row: that pass cost as much as
-//    the tile products).
+//  - kW4A8: the weights are unpacked into signed bytes q - 8 in [-8, 7] (same line layout), so tdpbssd
+//    gives Σ x · (q - 8) directly, the s32 that gemm_ref scales: per group of 128 the tile is only converted
+//    and fma'd with the group scale (no zero-point correction per row: that pass cost as much as the tile
+//    products). A task of up to kStreamRows activation rows unpacks each group of its blocks into L1 right
+//    before the group's products (again for every row step); a larger one unpacks its blocks whole into
+//    scratch once. Unpacking whole into L2 was 1.4-1.7x slower from 8 to 32 rows and 1.05-1.25x from 48 to
+//    128; at 256 and 512 the two tie (bench/RESULTS.md, session 15).
 // Each task covers 32 activation rows x 32 weight rows per step with four accumulator tiles. Activations
 // are padded with zero rows to a multiple of 32, so every tile load is full.
 #include <immintrin.h>
@@ -27,6 +30,7 @@ namespace {
 constexpr int64_t kTileRows = 16;
 constexpr int64_t kTaskRows = 256;  // activation rows per task: the weights stream from memory m / 256 times
 constexpr int64_t kTaskBlocks = 4;  // weight blocks (16 rows each) per task
+constexpr int64_t kStreamRows = 128;  // kW4A8: up to this many rows per task, unpack a group at a time
 
 // Tiles (amx::configure_tiles) 0-3: C (s32 accumulators); 4-5: A (activations); 6-7: B (weights).
 
@@ -80,28 +84,29 @@ TiledActivations tile_activations(const QuantizedActivations& a, int64_t m_rows,
 }
 
 // Accumulates k tiles [kt_begin, kt_end) of activation rows [m0, m0 + 16·MT) times the signed weight tiles at
-// b[j] + kt · 1024 (j < 4 / MT) into tiles 0-3.
+// b[j] + (kt - b_kt0) · 1024 (j < 4 / MT; b[j] starts at k tile b_kt0) into tiles 0-3.
 template <int MT>
 inline void tile_products(const TiledActivations& x, int64_t m0, const int8_t* const* b, int64_t kt_begin,
-                          int64_t kt_end) {
+                          int64_t kt_end, int64_t b_kt0 = 0) {
   for (int64_t kt = kt_begin; kt < kt_end; ++kt) {
+    const int64_t bo = (kt - b_kt0) * 1024;
     if constexpr (MT == 2) {
       _tile_loadd(4, x.tile(m0, kt), 64);
       _tile_loadd(5, x.tile(m0 + kTileRows, kt), 64);
-      _tile_loadd(6, b[0] + kt * 1024, 64);
-      _tile_loadd(7, b[1] + kt * 1024, 64);
+      _tile_loadd(6, b[0] + bo, 64);
+      _tile_loadd(7, b[1] + bo, 64);
       _tile_dpbssd(0, 4, 6);
       _tile_dpbssd(1, 4, 7);
       _tile_dpbssd(2, 5, 6);
       _tile_dpbssd(3, 5, 7);
     } else {
       _tile_loadd(4, x.tile(m0, kt), 64);
-      _tile_loadd(6, b[0] + kt * 1024, 64);
-      _tile_loadd(7, b[1] + kt * 1024, 64);
+      _tile_loadd(6, b[0] + bo, 64);
+      _tile_loadd(7, b[1] + bo, 64);
       _tile_dpbssd(0, 4, 6);
       _tile_dpbssd(1, 4, 7);
-      _tile_loadd(6, b[2] + kt * 1024, 64);
-      _tile_loadd(7, b[3] + kt * 1024, 64);
+      _tile_loadd(6, b[2] + bo, 64);
+      _tile_loadd(7, b[3] + bo, 64);
       _tile_dpbssd(2, 4, 6);
       _tile_dpbssd(3, 4, 7);
     }
@@ -142,21 +147,23 @@ void int8_step(const QuantizedWeight& w, const QuantizedActivations& a, const Ti
   }
 }
 
-// Unpacks W4A8 block b into signed bytes q - 8: line kq of the result holds k = 4kq..4kq+3 of the block's
-// 16 rows.
-void unpack_w4a8_block(const QuantizedWeight& w, int64_t b, int8_t* out) {
+// Unpacks the packed lines [p_begin, p_end) of W4A8 block b (line p: k = 8p..8p+7 of the block's 16 rows)
+// into signed bytes q - 8: line kq of the result holds k = 4(kq + 2 p_begin)..+3, so a k tile (64 k) is
+// 16 lines, 1 KiB.
+void unpack_w4a8_lines(const QuantizedWeight& w, int64_t b, int64_t p_begin, int64_t p_end, int8_t* out) {
   const int64_t block_bytes = w.k_pad * kBlockRows / 2;
   const auto* src = static_cast<const uint8_t*>(w.qweight) + b * block_bytes;
   const __m512i low4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
-  for (int64_t p = 0; p < w.k_pad / 8; ++p) {
+  for (int64_t p = p_begin; p < p_end; ++p) {
     const __m512i raw = _mm512_loadu_si512(src + p * 64);
-    _mm512_store_si512(out + 2 * p * 64, _mm512_sub_epi8(_mm512_and_si512(raw, low4), eight));
-    _mm512_store_si512(out + (2 * p + 1) * 64,
-                       _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(raw, 4), low4), eight));
+    int8_t* o = out + 2 * (p - p_begin) * 64;
+    _mm512_store_si512(o, _mm512_sub_epi8(_mm512_and_si512(raw, low4), eight));
+    _mm512_store_si512(o + 64, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(raw, 4), low4), eight));
   }
 }
 
-// One step of kW4A8 over unpacked blocks q[0 .. 4/MT) (numbers in `blocks`, as in int8_step).
+// One step of kW4A8 over the blocks numbered in `blocks` (as in int8_step): unpacked q[0 .. 4/MT), or, with
+// q == nullptr, each group of each block unpacked into L1 just before its products.
 template <int MT>
 void w4a8_step(const QuantizedWeight& w, const QuantizedActivations& a, const TiledActivations& x, int64_t m0,
                const int8_t* const* q, const int64_t* blocks, int n_valid_blocks, float* y, int64_t ldy,
@@ -168,9 +175,17 @@ void w4a8_step(const QuantizedWeight& w, const QuantizedActivations& a, const Ti
   alignas(64) float t[16 * MT * kCols];
   std::memset(t, 0, sizeof t);
   alignas(64) int32_t c[16 * MT * kCols];
+  alignas(64) int8_t group_tiles[NT][2 * 1024];
+  const int8_t* group_q[NT];
+  for (int j = 0; j < NT; ++j) group_q[j] = group_tiles[j];
   for (int64_t g = 0; g < groups; ++g) {
     zero_accumulators();
-    tile_products<MT>(x, m0, q, 2 * g, 2 * g + 2);
+    if (q != nullptr) {
+      tile_products<MT>(x, m0, q, 2 * g, 2 * g + 2);
+    } else {
+      for (int j = 0; j < NT; ++j) unpack_w4a8_lines(w, blocks[j], 16 * g, 16 * g + 16, group_tiles[j]);
+      tile_products<MT>(x, m0, group_q, 2 * g, 2 * g + 2, 2 * g);
+    }
     store_accumulators<MT>(c);
     for (int j = 0; j < n_valid_blocks; ++j) {
       const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256(
@@ -257,17 +272,27 @@ void gemm_w4a8_amx(const float* x, int64_t m, const QuantizedWeight& w, float* y
       quantize_activations(x, m, w.k, w.k_pad, 0, /*offset128=*/false, &pool, 32, quantize_row_avx512);
   const TiledActivations xt = tile_activations(a, (m + 31) / 32 * 32, pool);
   run_amx(w, m, pool, [&](int64_t b_begin, int64_t b_end, int64_t m_begin, int64_t m_end) {
-    // The task's blocks as bytes, reused by every step (kTaskBlocks x 16 x k_pad bytes).
+    // Over kStreamRows rows, the task's blocks as bytes, reused by every step (kTaskBlocks x 16 x k_pad
+    // bytes); else unpacked a group at a time by each step.
+    const bool streamed = m_end - m_begin <= kStreamRows;
     const size_t block_bytes = static_cast<size_t>(w.k_pad * kBlockRows);
-    auto* unpacked = static_cast<int8_t*>(scratch(2, kTaskBlocks * block_bytes));
-    for (int64_t b = b_begin; b < b_end; ++b) unpack_w4a8_block(w, b, unpacked + (b - b_begin) * block_bytes);
+    int8_t* unpacked = nullptr;
+    if (!streamed) {
+      unpacked = static_cast<int8_t*>(scratch(2, kTaskBlocks * block_bytes));
+      for (int64_t b = b_begin; b < b_end; ++b) {
+        unpack_w4a8_lines(w, b, 0, w.k_pad / 8, unpacked + (b - b_begin) * block_bytes);
+      }
+    }
     cover_task(b_begin, b_end, m_begin, m_end, [&](int mt, int64_t m0, const int64_t* blocks, int valid) {
       const int8_t* q[4];
-      for (int j = 0; j < 4 / mt; ++j) q[j] = unpacked + (blocks[j] - b_begin) * block_bytes;
+      if (!streamed) {
+        for (int j = 0; j < 4 / mt; ++j) q[j] = unpacked + (blocks[j] - b_begin) * block_bytes;
+      }
+      const int8_t* const* qs = streamed ? nullptr : q;
       if (mt == 2) {
-        w4a8_step<2>(w, a, xt, m0, q, blocks, valid, y, ldy, m);
+        w4a8_step<2>(w, a, xt, m0, qs, blocks, valid, y, ldy, m);
       } else {
-        w4a8_step<1>(w, a, xt, m0, q, blocks, valid, y, ldy, m);
+        w4a8_step<1>(w, a, xt, m0, qs, blocks, valid, y, ldy, m);
       }
     });
   });
