@@ -9,8 +9,9 @@ namespace spark::kernels {
 
 namespace {
 
-// W4A8 takes the AMX tiles from 16 rows: there the tiles that unpack a group at a time into L1 beat the VNNI
-// tiles on 8 of 9 runs of three shapes; at 12 rows VNNI wins (bench/RESULTS.md, session 15).
+// W4A8 takes the AMX tiles from 16 rows: there the tiles that unpack a group at a time into L1 were ahead of
+// the VNNI tiles in 7 of 9 runs over three shapes (one tie); at 12 rows VNNI wins (bench/RESULTS.md,
+// session 15).
 constexpr int64_t kW4A8AmxMinRows = 16;
 // W4A16 takes the AMX tiles from 8 rows: at 5 rows they (widening each task's blocks first) and the
 // AVX512-BF16 tiles tie (bench/RESULTS.md, session 11).

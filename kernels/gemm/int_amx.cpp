@@ -9,7 +9,7 @@
 //    and fma'd with the group scale (no zero-point correction per row: that pass cost as much as the tile
 //    products). A task of up to kStreamRows activation rows unpacks each group of its blocks into L1 right
 //    before the group's products (again for every row step); a larger one unpacks its blocks whole into
-//    scratch once. Unpacking whole into L2 was 1.4-1.7x slower from 8 to 32 rows and 1.05-1.25x from 48 to
+//    scratch once. Unpacking whole into L2 was 1.3-1.7x slower from 8 to 32 rows and 1.06-1.28x from 48 to
 //    128; at 256 and 512 the two tie (bench/RESULTS.md, session 15).
 // Each task covers 32 activation rows x 32 weight rows per step with four accumulator tiles. Activations
 // are padded with zero rows to a multiple of 32, so every tile load is full.
