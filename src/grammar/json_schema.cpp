@@ -1300,15 +1300,26 @@ class SchemaCompiler {
         if (required.insert(r.get<std::string>()).second) required_order.push_back(r.get<std::string>());
       }
     }
-    for (const auto& r : required_order) {
-      bool found = false;
-      for (const auto& p : props) found = found || p.first == r;
-      if (!found) props.emplace_back(r, &kTrue);  // required but undeclared: any value under that name
-    }
     std::vector<std::pair<std::string, const Json*>> patterns;
     if (s.contains("patternProperties")) {
       if (!s["patternProperties"].is_object()) fail(path, "patternProperties must be an object");
       for (auto& [k, v] : s["patternProperties"].items()) patterns.emplace_back(k, &v);
+    }
+    const Json* additional = s.contains("additionalProperties") ? &s["additionalProperties"] : &kTrue;
+    // A required but undeclared name is an additional member: its value meets the patternProperties that
+    // match it (merged below) or else additionalProperties, and where that is false nothing meets the schema.
+    for (const auto& r : required_order) {
+      bool found = false;
+      for (const auto& p : props) found = found || p.first == r;
+      if (found) continue;
+      bool patterned = false;
+      try {
+        for (const auto& pattern : patterns) patterned = patterned || pattern_matches(pattern.first, r);
+      } catch (const Error& e) {
+        fail(path, std::string("patternProperties: ") + e.what());
+      }
+      if (!patterned && additional->is_boolean() && !additional->get<bool>()) return b_.nothing();
+      props.emplace_back(r, patterned ? &kTrue : additional);
     }
     std::set<std::string> absent;
     if (s.contains(kAbsent)) {
@@ -1344,7 +1355,6 @@ class SchemaCompiler {
       }
     }
     props = std::move(kept);
-    const Json* additional = s.contains("additionalProperties") ? &s["additionalProperties"] : &kTrue;
     ExprId add_kv = b_.nothing();
     if (!patterns.empty() || s.contains("propertyNames")) {
       try {

@@ -110,6 +110,17 @@ TEST(JsonSchemaGrammar, AnyOfOneOfAllOf) {
   check(R"({"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": false,
              "anyOf": [{"required": ["a"]}, {"required": ["b"]}]})",
         {{R"({"a": 1})", R"({"b": 2})", R"({"a": 1, "b": 2})"}, {R"({})"}});
+  // A required name that properties does not declare is an additional member (found by both grammar
+  // fuzzers: it was generated with any value, even under additionalProperties: false).
+  check(R"({"type": "object", "properties": {"-a": {}, "b": {}}, "additionalProperties": false,
+             "anyOf": [{"required": ["a"]}, {"required": ["b"]}]})",
+        {{R"({"b": 2})", R"({"-a": 1, "b": 2})"}, {R"({"a": 1})", R"({"a": 1, "b": 2})", R"({})"}});
+  check(R"({"required": ["a"], "additionalProperties": false})", {{}, {R"({"a": 1})", R"({})"}});
+  check(R"({"required": ["a"], "additionalProperties": {"type": "integer"}})",
+        {{R"({"a": 1})", R"({"a": 1, "c": 2})"}, {R"({"a": "x"})", R"({})"}});
+  check(
+      R"({"required": ["xa"], "patternProperties": {"^x": {"type": "string"}}, "additionalProperties": false})",
+      {{R"({"xa": "s"})"}, {R"({"xa": 1})", R"({})"}});
   EXPECT_NE(
       compile_error(R"({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]})").find("pattern"),
       std::string::npos);
