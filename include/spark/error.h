@@ -12,4 +12,11 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A failure the request's own input causes once it runs (a structured-output constraint whose next mask
+// would cost more than the bound): the request ends as a 400 error, not a 500.
+class RequestError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace spark

@@ -61,7 +61,7 @@ int run(const GrammarCheckOptions& o) {
   std::ifstream in(o.cases, std::ios::binary);
   if (!in) throw Error(o.cases + ": cannot read");
   size_t cases = 0, compiled = 0, passing = 0, valid_rejected = 0, invalid_accepted = 0, tests_total = 0;
-  std::vector<int64_t> mask_us, compile_us;
+  std::vector<int64_t> mask_us, compile_us, peak_work;
   std::string line;
   size_t line_no = 0;
   std::vector<uint64_t> bits;
@@ -136,6 +136,11 @@ int run(const GrammarCheckOptions& o) {
         }
       }
     }
+    if (g) {
+      // The most work one mask took (the bound the server enforces: grammar/matcher.h, WorkMeter).
+      out["peak_work"] = g->peak_work();
+      peak_work.push_back(static_cast<int64_t>(g->peak_work()));
+    }
     if (pass) ++passing;
     const std::string s = out.dump();
     std::fwrite(s.data(), 1, s.size(), stdout);
@@ -158,6 +163,10 @@ int run(const GrammarCheckOptions& o) {
                  percentile(m, 0.9), percentile(m, 0.99), percentile(m, 1.0), m.size());
     std::fprintf(stderr, "| compile (us) | %.0f | %.0f | %.0f | %.0f | %zu |\n", percentile(cm, 0.5),
                  percentile(cm, 0.9), percentile(cm, 0.99), percentile(cm, 1.0), cm.size());
+    std::vector<int64_t> pw = peak_work;
+    std::fprintf(stderr, "| peak work per case (steps; limit %llu) | %.0f | %.0f | %.0f | %.0f | %zu |\n",
+                 static_cast<unsigned long long>(grammar::kDefaultWorkLimit), percentile(pw, 0.5),
+                 percentile(pw, 0.9), percentile(pw, 0.99), percentile(pw, 1.0), pw.size());
   }
   return 0;
 }

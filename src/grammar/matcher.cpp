@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <shared_mutex>
+#include <unordered_set>
 
 #include "spark/error.h"
 
@@ -205,6 +206,11 @@ std::shared_ptr<const std::vector<uint64_t>> TokenVocab::plain_upto(int32_t char
   return slot;
 }
 
+void WorkMeter::over() const {
+  throw RequestError("the grammar is too costly to enforce: the next token would take more than " +
+                     std::to_string(limit) + " automaton steps");
+}
+
 namespace {
 
 constexpr int kMaxExpandDepth = 256;
@@ -220,6 +226,29 @@ struct Stepper {
   bool opaque_bottom;
   bool accept = false;
   bool popped = false;
+  WorkMeter* meter = nullptr;
+
+  // Past a few heads, hash indexes of the heads in `out` and of the targets expanded already: a byte step
+  // of many heads (a pattern of many `.*`: each loop's closure holds the loops after it) cost heads^2
+  // closure entries times a linear scan of the heads.
+  static constexpr size_t kIndexFrom = 16;
+  std::unordered_set<uint64_t> in_out{}, expanded{};
+  static uint64_t key(uint32_t state, uint32_t frame) { return (uint64_t{state} << 32) | frame; }
+
+  void add_head(uint32_t s, uint32_t f) {
+    const size_t n = out.size() - out_begin;
+    if (n >= kIndexFrom) {
+      if (in_out.insert(key(s, f)).second) out.push_back({s, f});
+      return;
+    }
+    for (size_t i = out_begin; i < out.size(); ++i) {
+      if (out[i].state == s && out[i].frame == f) return;
+    }
+    out.push_back({s, f});
+    if (n + 1 == kIndexFrom) {
+      for (size_t i = out_begin; i < out.size(); ++i) in_out.insert(key(out[i].state, out[i].frame));
+    }
+  }
 
   uint32_t push_frame(uint32_t ret, uint32_t parent) {
     for (size_t i = frames_begin; i < frames.size(); ++i) {
@@ -231,20 +260,15 @@ struct Stepper {
 
   void expand(uint32_t t, uint32_t f, int depth) {
     if (depth > kMaxExpandDepth) return;  // unbounded left recursion: no byte is ever consumed down there
+    // A target met again under the same frame adds nothing (at depth 0 only: deeper, the depth cut may
+    // have shortened the first expansion).
+    if (depth == 0 && out.size() - out_begin >= kIndexFrom && !expanded.insert(key(t, f)).second) return;
     const Grammar::State& ts = g.states[t];
+    if (meter) meter->charge(1 + ts.closure_end - ts.closure_begin);
     for (uint32_t k = ts.closure_begin; k < ts.closure_end; ++k) {
       const uint32_t s = g.closure[k];
       const Grammar::State& st = g.states[s];
-      if (st.edges_end > st.edges_begin) {
-        bool seen = false;
-        for (size_t i = out_begin; i < out.size(); ++i) {
-          if (out[i].state == s && out[i].frame == f) {
-            seen = true;
-            break;
-          }
-        }
-        if (!seen) out.push_back({s, f});
-      }
+      if (st.edges_end > st.edges_begin) add_head(s, f);
       if (st.call_rule >= 0) {
         const uint32_t start = g.rule_start[static_cast<size_t>(st.call_rule)];
         if (st.tail_call) {
@@ -321,6 +345,7 @@ struct CompiledGrammar::Walks {
   size_t other_walks_size = 0;
   std::vector<uint32_t> sig_id, sig_order, sig_out;  // scratch of mask_signature()
   std::vector<uint64_t> mask_scratch;  // a state's mask while it is walked (all zero between walks)
+  WorkMeter meter;                     // restarted by each computing pass (fill, keep_within)
 
   // A configuration's key: per head (sorted) its state, its stack depth and its return states, top first.
   static std::string encode(const std::vector<Head>& hs, const std::vector<Frame>& fs) {
@@ -389,10 +414,11 @@ struct CompiledGrammar::Walks {
 
   int32_t step(const Grammar& g, uint32_t cfg, uint8_t byte) {
     const size_t cls = class_of[byte];
+    meter.charge(1);
     if (trans[cfg * classes + cls] >= 0) return trans[cfg * classes + cls];
     decode(keys[cfg]);
     out.clear();
-    Stepper st{g, frames, out, 0, frames.size(), true};
+    Stepper st{g, frames, out, 0, frames.size(), true, false, false, &meter};
     for (const Head& h : heads) {
       const int64_t t = g.next(h.state, rep[cls]);
       if (t >= 0) st.expand(static_cast<uint32_t>(t), h.frame, 0);
@@ -649,8 +675,13 @@ struct TrieWalker {
 
 }  // namespace
 
-CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocab> vocab)
-    : grammar_(std::move(grammar)), vocab_(std::move(vocab)), walks_(std::make_unique<Walks>()) {
+CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocab> vocab,
+                                 uint64_t work_limit)
+    : grammar_(std::move(grammar)),
+      vocab_(std::move(vocab)),
+      work_limit_(work_limit),
+      walks_(std::make_unique<Walks>()) {
+  walks_->meter.limit = work_limit;
   bool cut[257] = {};
   cut[0] = cut[256] = true;
   for (const Grammar::Edge& e : grammar_.edges) cut[e.lo] = cut[e.hi + 1] = true;
@@ -878,6 +909,7 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
   }
   std::unique_lock<std::shared_mutex> lock(mutex_);
   const Walks::ResetOnThrow reset_on_throw{*walks_};
+  walks_->meter.used = 0;
   constexpr size_t kMaxConfigurations = 200000;  // bounds the cache when stacks keep growing
   if (walks_->keys.size() > kMaxConfigurations) walks_->clear();
   if (walks_->returns_tokens > (size_t{1} << 23)) {  // 32 MiB of cached returns
@@ -889,6 +921,7 @@ void CompiledGrammar::fill(const std::vector<Head>& heads, const std::vector<Fra
     walks_->other_walks_size = 0;
   }
   or_heads(heads, frames, bits, true);
+  peak_work_ = std::max(peak_work_, walks_->meter.used);
 }
 
 size_t CompiledGrammar::keep_within(const std::vector<Head>& heads, const std::vector<Frame>& frames,
@@ -896,6 +929,7 @@ size_t CompiledGrammar::keep_within(const std::vector<Head>& heads, const std::v
   const std::vector<uint32_t>& d = distances();
   std::unique_lock<std::shared_mutex> lock(mutex_);
   const Walks::ResetOnThrow reset_on_throw{*walks_};
+  walks_->meter.used = 0;
   constexpr size_t kMaxConfigurations = 200000;
   if (walks_->keys.size() > kMaxConfigurations) walks_->clear();
   const TokenVocab& v = *vocab_;
@@ -930,12 +964,18 @@ size_t CompiledGrammar::keep_within(const std::vector<Head>& heads, const std::v
       if (next) todo.push_back({c, next - 1});
     }
   }
+  peak_work_ = std::max(peak_work_, walks_->meter.used);
   size_t count = 0;
   for (size_t w = 0; w < bits.size(); ++w) {
     bits[w] = keep[w];
     count += bits_set(bits[w]);
   }
   return count;
+}
+
+uint64_t CompiledGrammar::peak_work() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  return peak_work_;
 }
 
 const std::vector<uint32_t>& CompiledGrammar::distances() const {
@@ -997,9 +1037,10 @@ bool GrammarMatcher::advance(std::string_view bytes) {
   std::vector<Frame> frames = frames_;
   bool accepting = accepting_;
   std::vector<Head> next;
+  WorkMeter meter{0, compiled_ ? compiled_->work_limit() : kDefaultWorkLimit};
   for (char c : bytes) {
     next.clear();
-    Stepper st{g(), frames, next, 0, frames.size(), false};
+    Stepper st{g(), frames, next, 0, frames.size(), false, false, false, &meter};
     for (const Head& h : heads) {
       const int64_t t = g().next(h.state, static_cast<uint8_t>(c));
       if (t >= 0) st.expand(static_cast<uint32_t>(t), h.frame, 0);

@@ -140,12 +140,33 @@ struct Head {
   uint32_t frame;
 };
 
+// The work behind one mask or one accepted token: closure entries expanded and trie nodes stepped. Past
+// the limit the grammar is refused with spark::Error instead of computed: the engine waits for every mask
+// of a step, so one costly grammar would stall every sequence. 2^25 is about a second of one core (a
+// step costs 20-30 ns) and 80x the most any schema of the structured-output benchmark took for one mask
+// (`spark-server grammar-check --summary`, "peak work").
+inline constexpr uint64_t kDefaultWorkLimit = uint64_t{1} << 25;
+
+struct WorkMeter {
+  uint64_t used = 0;
+  uint64_t limit = kDefaultWorkLimit;
+  void charge(uint64_t n) {
+    used += n;
+    if (used > limit) over();
+  }
+  [[noreturn]] void over() const;
+};
+
 // A grammar prepared for one vocabulary, with its per-state mask cache. Thread-safe; shared by all matchers
 // of the same schema.
 class CompiledGrammar {
  public:
-  CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocab> vocab);
+  CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocab> vocab,
+                  uint64_t work_limit = kDefaultWorkLimit);
   const Grammar& grammar() const { return grammar_; }
+  uint64_t work_limit() const { return work_limit_; }
+  // The most work one computing pass (a first mask, a budget check) has taken so far.
+  uint64_t peak_work() const;
   const TokenVocab& vocab() const { return *vocab_; }
 
   using StateMask = grammar::StateMask;
@@ -167,10 +188,12 @@ class CompiledGrammar {
  private:
   Grammar grammar_;
   std::shared_ptr<const TokenVocab> vocab_;
+  uint64_t work_limit_;
   // Shared: lookups of the caches below; exclusive: anything that inserts into them (or clears them).
   mutable std::shared_mutex mutex_;
   mutable std::unordered_map<uint32_t, std::shared_ptr<const StateMask>> masks_;
   mutable std::vector<uint32_t> distances_;
+  mutable uint64_t peak_work_ = 0;
   mutable std::unique_ptr<Walks> walks_;
   const StateMask& state_mask_locked(uint32_t state) const;
   // ORs the heads' masks into bits. compute false (shared lock held): from the caches alone, false at the

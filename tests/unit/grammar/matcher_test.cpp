@@ -12,6 +12,7 @@
 
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "spark/error.h"
 
 namespace spark::grammar {
 namespace {
@@ -517,6 +518,68 @@ TEST(GrammarMatcher, TokensMaySplitUtf8Characters) {
   EXPECT_TRUE(bit(bits, tail));
   ASSERT_TRUE(m.accept_token(tail));
   EXPECT_TRUE(m.can_end());
+}
+
+// A mask that would take more work than the grammar's limit is an error, and the failed walk leaves nothing
+// behind: retried (the state masks it finished are kept, so it gets further) until it completes, every mask
+// equals the one of the same grammar without a limit. A token whose bytes take more is refused the same way,
+// the matcher unchanged.
+TEST(GrammarMatcher, WorkPastTheLimitIsAnErrorAndLosesNothing) {
+  const auto vocab = test_vocab();
+  const std::string pattern = "(.*.*.*.*){6}";  // after one character every one of the 24 loops is a head
+  const auto unlimited = std::make_shared<const CompiledGrammar>(regex_grammar(pattern), vocab, UINT64_MAX);
+  std::vector<int32_t> walk;
+  std::vector<std::vector<uint64_t>> masks;
+  {
+    GrammarMatcher m(unlimited);
+    std::mt19937 rng(9);
+    std::vector<uint64_t> bits;
+    for (int step = 0; step < 6; ++step) {
+      m.fill_mask(bits);
+      masks.push_back(bits);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 1; id < static_cast<int32_t>(vocab->size()); ++id) {
+        if (bit(bits, id) && vocab->bytes(id).find('\n') == std::string::npos) allowed.push_back(id);
+      }
+      ASSERT_FALSE(allowed.empty());
+      walk.push_back(allowed[rng() % allowed.size()]);
+      ASSERT_TRUE(m.accept_token(walk.back()));
+    }
+  }
+  const uint64_t limit = unlimited->peak_work() / 3;
+  const auto limited = std::make_shared<const CompiledGrammar>(regex_grammar(pattern), vocab, limit);
+  GrammarMatcher m(limited);
+  std::vector<uint64_t> bits;
+  int failures = 0;
+  for (size_t step = 0; step < walk.size(); ++step) {
+    bool done = false;
+    for (int attempt = 0; attempt < 200 && !done; ++attempt) {
+      try {
+        m.fill_mask(bits);
+        done = true;
+      } catch (const Error& e) {
+        ++failures;
+        ASSERT_NE(std::string(e.what()).find("too costly"), std::string::npos) << e.what();
+      }
+    }
+    ASSERT_TRUE(done) << "step " << step;
+    ASSERT_EQ(bits, masks[step]) << "step " << step;
+    ASSERT_TRUE(m.accept_token(walk[step]));
+  }
+  EXPECT_GT(failures, 0);  // the limit did bite
+  EXPECT_LE(limited->peak_work(), limit);
+
+  const auto tiny = std::make_shared<const CompiledGrammar>(regex_grammar(pattern), vocab, 50);
+  GrammarMatcher t(tiny);  // 24 heads from the start
+  const size_t heads = t.head_count();
+  int32_t abc = -1;
+  for (int32_t id = 0; id < static_cast<int32_t>(vocab->size()); ++id) {
+    if (vocab->bytes(id) == "abc") abc = id;
+  }
+  ASSERT_GE(abc, 0);
+  EXPECT_THROW(t.accept_token(abc), Error);
+  EXPECT_EQ(t.head_count(), heads);
+  EXPECT_TRUE(GrammarMatcher(unlimited).accept_token(abc));
 }
 
 }  // namespace

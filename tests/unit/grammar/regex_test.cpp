@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <random>
+#include <regex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -91,6 +93,39 @@ TEST(GrammarRegex, NoBacktrackingBlowUp) {
   EXPECT_TRUE(grammar_matches(g, text + "b"));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(s, 60.0);
+}
+
+// Many heads at once (past the matcher's hash-indexed head sets, 16) must match what std::regex matches.
+TEST(GrammarRegex, ManyHeadsAgreeWithStdRegex) {
+  std::mt19937 rng(3);
+  for (const std::string pattern : {"[ab]*a[ab]{20}", "[abc]*(a[abc]{6}|b[abc]{9}|c[abc]{12})c?",
+                                    "(a|ab|b)*(ba|b){3}[ab]{14}", "x?[ab]*a[ab]{17}x?"}) {
+    const auto g = regex_grammar(pattern);
+    const std::regex reference(pattern, std::regex::ECMAScript);
+    int matched = 0;
+    for (int i = 0; i < 400; ++i) {
+      std::string text;
+      const int len = static_cast<int>(rng() % 40);
+      for (int k = 0; k < len; ++k) text.push_back("abbcx"[rng() % (i % 2 ? 5 : 2)]);
+      const bool expected = std::regex_match(text, reference);
+      matched += expected;
+      ASSERT_EQ(grammar_matches(g, text), expected) << pattern << " on '" << text << "'";
+    }
+    EXPECT_GT(matched, 10) << pattern;  // both answers were tried
+  }
+}
+
+// Closures grow with the square of a run of optional parts: bounded, an error rather than gigabytes.
+TEST(GrammarRegex, ClosureSizeIsBounded) {
+  std::string many;
+  for (int i = 0; i < 1000; ++i) many += "(.*)";
+  try {
+    regex_grammar(many);
+    FAIL() << "compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("epsilon closures"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(full("(.*)(.*)(.*)(.*)(.*)(.*)(.*)(.*)", "a,b"));  // a few are nothing
 }
 
 // JSON Schema `pattern`: a search unless anchored, over the JSON-escaped text of the string.
