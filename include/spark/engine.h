@@ -108,6 +108,8 @@ class RequestHandle {
   void cancel();
   FinishReason reason() const;
   std::string error() const;
+  // The error (reason() kError) came from the request's own input (spark::RequestError): a client error.
+  bool request_fault() const;
   int64_t prompt_tokens() const;
   int64_t cached_prompt_tokens() const;    // prompt tokens served from the prefix cache
   int64_t computed_prompt_tokens() const;  // prompt tokens actually run through the model

@@ -59,6 +59,11 @@ std::string RequestHandle::error() const {
   return state_->error_;
 }
 
+bool RequestHandle::request_fault() const {
+  std::lock_guard<std::mutex> lock(state_->mu_);
+  return state_->request_fault_;
+}
+
 int64_t RequestHandle::prompt_tokens() const {
   return state_->prompt_tokens.load();
 }
@@ -559,6 +564,9 @@ class Engine::Impl {
       std::span<float> logits(logits_.data() + r * vocab, vocab);
       try {
         events[r] = s.sampler->sample(logits, s.processor.get());
+      } catch (const RequestError& e) {
+        s.state->set_request_fault();
+        sample_errors[r] = e.what();
       } catch (const std::exception& e) {
         // A request's own logits processor failing ends that request only.
         sample_errors[r] = e.what();

@@ -20,6 +20,11 @@ class RequestState {
     }
     cv_.notify_all();
   }
+  // The error ending the request is the request's own fault (a spark::RequestError).
+  void set_request_fault() {
+    std::lock_guard<std::mutex> lock(mu_);
+    request_fault_ = true;
+  }
   void finish(FinishReason reason, const std::string& error = {}) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -35,6 +40,7 @@ class RequestState {
   std::vector<TokenEvent> pending_;
   FinishReason reason_ = FinishReason::kNone;
   std::string error_;
+  bool request_fault_ = false;
   std::atomic<bool> cancel_requested{false};
   std::atomic<int64_t> prompt_tokens{0};
   std::atomic<int64_t> cached_prompt_tokens{0};

@@ -107,7 +107,10 @@ struct Generation {
         reasons[i] = FinishReason::kStop;
       }
       if (reasons[i] != FinishReason::kNone) {
-        if (reasons[i] == FinishReason::kError) throw ApiError(500, "server_error", handles[i]->error());
+        if (reasons[i] == FinishReason::kError) {
+          if (handles[i]->request_fault()) throw ApiError::bad_request(handles[i]->error());
+          throw ApiError(500, "server_error", handles[i]->error());
+        }
         ChoiceDelta tail = streams[i].finish(reasons[i]);
         s.delta.reasoning += tail.reasoning;
         s.delta.content += tail.content;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <optional>
 
@@ -42,7 +43,15 @@ class ChatLogitsProcessor : public LogitsProcessor {
   // forward pass runs. Nothing to prepare inside the reasoning: the budget is a count.
   void prepare() override {
     if (in_reasoning_ || !matcher_ || prepared_) return;
-    decide();
+    // A failure (a grammar too costly to enforce) is kept: process() rethrows it, ending the request, rather
+    // than doing the same work again.
+    if (failure_) std::rethrow_exception(failure_);
+    try {
+      decide();
+    } catch (const Error&) {
+      failure_ = std::current_exception();
+      throw;
+    }
     prepared_ = true;
   }
 
@@ -130,7 +139,8 @@ class ChatLogitsProcessor : public LogitsProcessor {
   int max_tokens_;
   int64_t generated_ = 0;
   std::optional<grammar::GrammarMatcher> matcher_;
-  bool prepared_ = false;  // bits_ / forced_ hold the decision for the next token
+  bool prepared_ = false;       // bits_ / forced_ hold the decision for the next token
+  std::exception_ptr failure_;  // what the grammar's last decision failed with
   int32_t forced_ = -1;
   std::vector<uint64_t> bits_;
 };

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "grammar/json_schema.h"
+#include "grammar/matcher.h"
 #include "grammar/tool_call.h"
 #include "server/api_error.h"
 #include "server/request_fields.h"
@@ -137,6 +138,17 @@ class GrammarCache {
       map_;
 };
 
+// The first mask and the distances to the grammar's end (budget steering), computed on the request's thread
+// before the request is queued: a grammar too costly to enforce (grammar::WorkMeter) is refused with a 400
+// here, not in the engine, whose steps wait for every mask; and the engine's first step reads both from the
+// grammar's caches (the distances of the largest benchmark schema take a quarter of a second).
+void first_mask(const std::shared_ptr<const grammar::CompiledGrammar>& compiled) {
+  std::vector<uint64_t> bits;
+  grammar::GrammarMatcher m(compiled);
+  m.fill_mask(bits);
+  m.min_completion_bytes();
+}
+
 GrammarCache& cache() {
   static GrammarCache c;
   return c;
@@ -172,6 +184,11 @@ std::shared_ptr<const grammar::CompiledGrammar> compile_structured_output(
     throw ApiError::bad_request(std::string("'") + so.param + "' cannot be enforced: " + e.what(), so.param);
   }
   auto compiled = std::make_shared<const grammar::CompiledGrammar>(std::move(g), vocab);
+  try {
+    first_mask(compiled);
+  } catch (const Error& e) {
+    throw ApiError::bad_request(std::string("'") + so.param + "' cannot be enforced: " + e.what(), so.param);
+  }
   cache().put(key, compiled);
   return compiled;
 }
@@ -218,6 +235,12 @@ std::shared_ptr<const grammar::CompiledGrammar> compile_tool_call_grammar(
                                 "tools");
   }
   auto compiled = std::make_shared<const grammar::CompiledGrammar>(std::move(g), vocab);
+  try {
+    first_mask(compiled);
+  } catch (const Error& e) {
+    throw ApiError::bad_request(std::string("cannot constrain decoding to these tools: ") + e.what(),
+                                "tools");
+  }
   cache().put(key, compiled);
   return compiled;
 }

@@ -108,3 +108,26 @@ test('a keyword the engine cannot enforce is a 400 naming it', async () => {
     model: 'spark-test', messages, response_format: { type: 'json_object' }, guided_regex: 'a' });
   assert.equal(both.status, 400, both.text);
 });
+
+test('a constraint too costly to enforce is a 400 before it reaches the engine, which goes on serving', async () => {
+  const costly = [
+    { guided_regex: '(.*.*.*.*){50}' },  // every mask past the work limit (grammar::WorkMeter)
+    { guided_regex: '(.*)'.repeat(1000) },  // epsilon closures past their bound (600M entries unbounded)
+    { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^(.*.*.*.*){50}$' } } } },
+  ];
+  for (const extra of costly) {
+    const r = await postJson(`${server.url}/v1/chat/completions`, { model: 'spark-test', messages, max_tokens: 8, ...noThinking, ...extra });
+    assert.equal(r.status, 400, r.text);
+    assert.match(r.json.error.message, /too costly to enforce|grammar too large/, r.text);
+  }
+  // The first mask is cheap (only 'x'), the ones after it are not: the engine ends the request with a client
+  // error. A non-streamed reply's headers went out when generation started (so a disconnect is seen at once),
+  // so the error object is that reply's body.
+  const later = await postJson(`${server.url}/v1/chat/completions`, {
+    model: 'spark-test', messages, max_tokens: 8, ...noThinking, guided_regex: 'x(.*.*.*.*){50}' });
+  assert.equal(later.json.error.code, 400, later.text);
+  assert.equal(later.json.error.type, 'invalid_request_error', later.text);
+  assert.match(later.json.error.message, /too costly to enforce/, later.text);
+  const reply = await client.chat.completions.create({ model: 'spark-test', messages, max_tokens: 4, ...noThinking });
+  assert.equal(reply.choices.length, 1);
+});
