@@ -9,6 +9,8 @@
 //   never leads the model into a prefix it cannot finish);
 // - a walk that ends gives a text the constraint accepts: for a schema, JSON that json_valid passes; for a
 //   regex, a full match of the same pattern compiled in search mode with anchors; for choices, one of them.
+// A mask or token past the grammar's work limit ends the walk with spark::RequestError, the documented
+// refusal; the limit is lower than the server's, so costly inputs stay short runs.
 //
 // Input: byte 0 % 3 picks the form (0 JSON Schema, 1 regex, 2 choices separated by '\n'); the rest up to the
 // first NUL is the constraint's text, the bytes after it pick the walk's tokens (16 bits each, among those
@@ -40,6 +42,9 @@ struct GrammarWalk {
 namespace grammar_walk_detail {
 
 constexpr size_t kMaxConstraintBytes = 4096;  // compile cost grows with the text: keep each run short
+// A lower work limit than the server's (grammar::kDefaultWorkLimit, about a second): a mask past it is the
+// documented refusal, and the walks stay short.
+constexpr uint64_t kWorkLimit = uint64_t{1} << 22;
 
 inline bool bit(const std::vector<uint64_t>& bits, int32_t id) {
   return (bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1;
@@ -92,36 +97,10 @@ inline void check_complete(int form, const std::string& constraint, const std::v
   }
 }
 
-}  // namespace grammar_walk_detail
-
-inline int run_grammar_walk(const GrammarWalk& w, const uint8_t* data, size_t size) {
+inline void walk_tokens(const GrammarWalk& w, int form, const std::string& constraint,
+                        const std::vector<std::string>& choices, const std::string& picks,
+                        const std::shared_ptr<const grammar::CompiledGrammar>& compiled) {
   namespace g = spark::grammar;
-  using namespace grammar_walk_detail;
-  if (size == 0) return 0;
-  const int form = data[0] % 3;
-  const std::string rest(reinterpret_cast<const char*>(data + 1), size - 1);
-  const size_t nul = rest.find('\0');
-  const std::string constraint = rest.substr(0, nul);
-  const std::string picks = nul == std::string::npos ? std::string() : rest.substr(nul + 1);
-  if (constraint.size() > kMaxConstraintBytes) return 0;
-
-  std::vector<std::string> choices;
-  std::shared_ptr<const g::CompiledGrammar> compiled;
-  try {
-    g::Grammar grammar;
-    if (form == 0) {
-      grammar = g::compile_json_schema(constraint);
-    } else if (form == 1) {
-      grammar = g::regex_grammar(constraint);
-    } else {
-      choices = split_choices(constraint);
-      grammar = g::choice_grammar(choices);
-    }
-    compiled = std::make_shared<const g::CompiledGrammar>(std::move(grammar), w.vocab);
-  } catch (const spark::Error&) {
-    return 0;
-  }
-
   g::GrammarMatcher m(compiled);
   std::vector<uint64_t> bits;
   std::string text;
@@ -147,7 +126,7 @@ inline int run_grammar_walk(const GrammarWalk& w, const uint8_t* data, size_t si
     check(bit(bits, w.end_id) == m.can_end(), "the end token is allowed exactly when the grammar can end");
     if (allowed.empty()) {
       check(step == 0, "dead end: a prefix the grammar accepted cannot be completed", text);
-      return 0;  // an empty language (e.g. an empty enum)
+      return;  // an empty language (e.g. an empty enum)
     }
     const size_t k = static_cast<size_t>(step) * 2;
     const size_t pick =
@@ -164,6 +143,42 @@ inline int run_grammar_walk(const GrammarWalk& w, const uint8_t* data, size_t si
   }
   check(ended == m.ended(), "ended() disagrees with the end token");
   if (ended || m.can_end()) check_complete(form, constraint, choices, text);
+}
+
+}  // namespace grammar_walk_detail
+
+inline int run_grammar_walk(const GrammarWalk& w, const uint8_t* data, size_t size) {
+  namespace g = spark::grammar;
+  using namespace grammar_walk_detail;
+  if (size == 0) return 0;
+  const int form = data[0] % 3;
+  const std::string rest(reinterpret_cast<const char*>(data + 1), size - 1);
+  const size_t nul = rest.find('\0');
+  const std::string constraint = rest.substr(0, nul);
+  const std::string picks = nul == std::string::npos ? std::string() : rest.substr(nul + 1);
+  if (constraint.size() > kMaxConstraintBytes) return 0;
+
+  std::vector<std::string> choices;
+  std::shared_ptr<const g::CompiledGrammar> compiled;
+  try {
+    g::Grammar grammar;
+    if (form == 0) {
+      grammar = g::compile_json_schema(constraint);
+    } else if (form == 1) {
+      grammar = g::regex_grammar(constraint);
+    } else {
+      choices = split_choices(constraint);
+      grammar = g::choice_grammar(choices);
+    }
+    compiled = std::make_shared<const g::CompiledGrammar>(std::move(grammar), w.vocab, kWorkLimit);
+  } catch (const spark::Error&) {
+    return 0;
+  }
+  try {
+    walk_tokens(w, form, constraint, choices, picks, compiled);
+  } catch (const spark::RequestError&) {
+    // A mask or token past the work limit: the documented refusal (the server's 400).
+  }
   return 0;
 }
 
