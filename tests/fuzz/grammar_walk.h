@@ -10,7 +10,8 @@
 // - a walk that ends gives a text the constraint accepts: for a schema, JSON that json_valid passes; for a
 //   regex, a full match of the same pattern compiled in search mode with anchors; for choices, one of them.
 // A mask or token past the grammar's work limit ends the walk with spark::RequestError, the documented
-// refusal; the limit is lower than the server's, so costly inputs stay short runs.
+// refusal; the limit is lower than the server's, and the slow reference has a budget of its own, so costly
+// inputs stay short runs.
 //
 // Input: byte 0 % 3 picks the form (0 JSON Schema, 1 regex, 2 choices separated by '\n'); the rest up to the
 // first NUL is the constraint's text, the bytes after it pick the walk's tokens (16 bits each, among those
@@ -44,7 +45,8 @@ namespace grammar_walk_detail {
 constexpr size_t kMaxConstraintBytes = 4096;  // compile cost grows with the text: keep each run short
 // A lower work limit than the server's (grammar::kDefaultWorkLimit, about a second): a mask past it is the
 // documented refusal, and the walks stay short.
-constexpr uint64_t kWorkLimit = uint64_t{1} << 22;
+constexpr uint64_t kWorkLimit = uint64_t{1} << 20;
+constexpr uint64_t kReferenceWork = uint64_t{1} << 24;
 
 inline bool bit(const std::vector<uint64_t>& bits, int32_t id) {
   return (bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1;
@@ -105,6 +107,7 @@ inline void walk_tokens(const GrammarWalk& w, int form, const std::string& const
   std::vector<uint64_t> bits;
   std::string text;
   bool ended = false;
+  uint64_t reference_work = 0;
   for (int step = 0; step < w.max_steps; ++step) {
     const size_t n = m.fill_mask(bits);
     size_t count = 0;
@@ -116,7 +119,13 @@ inline void walk_tokens(const GrammarWalk& w, int form, const std::string& const
         allowed.push_back(id);
       }
       const bool checked = step == 0 || id % w.reference_stride == step % w.reference_stride;
-      if (checked && fast != m.allows_token(id)) {
+      if (!checked) continue;
+      // The slow reference costs about heads^2 a byte (each head's closure); past a budget the walk ends,
+      // so an input with many heads stays a short run (the masks themselves are bounded by kWorkLimit).
+      const uint64_t heads = m.head_count();
+      reference_work += (heads * heads + 1) * (w.vocab->bytes(id).size() + 1);
+      if (reference_work > kReferenceWork) return;
+      if (fast != m.allows_token(id)) {
         fail("mask differs from the slow reference",
              "step " + std::to_string(step) + " token " + std::to_string(id) + " '" + w.vocab->bytes(id) +
                  "' after '" + text + "' mask " + std::to_string(fast));
