@@ -6,6 +6,7 @@
 #include <random>
 
 #include "model/spark_model.h"
+#include "server/http_front.h"
 
 namespace spark {
 
@@ -87,52 +88,76 @@ int default_max_tokens(const ServerContext& ctx, size_t prompt_len, const std::s
   return static_cast<int>(room);
 }
 
+namespace {
+
+// Runs a generation to its end through `sink`: false when the client went away (its requests are then
+// cancelled by ~Generation). Errors are thrown as ApiError (or another exception: a 500).
+bool run_generation(Generation& g, bool stream, const StepFn& on_step, const SinkFn& on_done,
+                    const SinkFn& on_start, bool step_always, httplib::DataSink& sink) {
+  ServerContext& ctx = g.ctx;
+  if (on_start) on_start(g, sink);
+  while (!g.all_done()) {
+    if (!sink.is_writable()) {
+      ctx.metrics.count_disconnect();
+      return false;
+    }
+    if (ctx.abort_generations.load()) {
+      // --shutdown-timeout ran out: end with an error the client sees.
+      g.cancel_unfinished();
+      throw ApiError(503, "server_error", "the server shut down before the request finished");
+    }
+    auto steps = g.poll();
+    if ((stream || step_always) && !steps.empty()) on_step(g, steps, sink);
+  }
+  g.record_metrics();
+  on_done(g, sink);
+  return true;
+}
+
+}  // namespace
+
 void respond(httplib::Response& res, std::shared_ptr<Generation> g, bool stream, StepFn on_step,
              SinkFn on_done, SinkFn on_start, bool step_always,
              std::function<void(const ApiError&, httplib::DataSink&)> on_error) {
-  ServerContext& ctx = g->ctx;
   res.set_header("Cache-Control", "no-cache");
+  if (!stream) {
+    // The whole reply is known before its status is sent, so an error found mid-generation (a constraint
+    // that turned too costly, a shutdown) is answered with its own status by the handler's guard.
+    std::string body;
+    httplib::DataSink sink;
+    sink.write = [&body](const char* data, size_t size) {
+      body.append(data, size);
+      return true;
+    };
+    sink.is_writable = [] { return client_still_connected(); };
+    sink.done = [] {};
+    if (run_generation(*g, false, on_step, on_done, on_start, step_always, sink))
+      res.set_content(std::move(body), "application/json");
+    return;
+  }
   // Exactly "text/event-stream": with a charset the Debian build compresses and buffers the stream.
-  res.set_chunked_content_provider(
-      stream ? "text/event-stream" : "application/json",
-      [g, stream, on_step, on_done, on_start, step_always, on_error, &ctx](size_t, httplib::DataSink& sink) {
-        try {
-          if (on_start) on_start(*g, sink);
-          while (!g->all_done()) {
-            if (!sink.is_writable()) {
-              ctx.metrics.count_disconnect();
-              return false;  // ~Generation cancels the engine requests
-            }
-            if (ctx.abort_generations.load()) {
-              // --shutdown-timeout ran out: end with an error the client sees.
-              g->cancel_unfinished();
-              throw ApiError(503, "server_error", "the server shut down before the request finished");
-            }
-            auto steps = g->poll();
-            if ((stream || step_always) && !steps.empty()) on_step(*g, steps, sink);
-          }
-          g->record_metrics();
-          on_done(*g, sink);
-        } catch (const ApiError& e) {
-          if (on_error) {
-            on_error(e, sink);
-          } else {
-            const std::string body = stream ? "data: " + dump(e.body()) + "\n\n" : dump(e.body());
-            sink.write(body.data(), body.size());
-          }
-        } catch (const std::exception& e) {
-          spdlog::error("generation failed: {}", e.what());
-          const ApiError err(500, "server_error", e.what());
-          if (on_error) {
-            on_error(err, sink);
-          } else {
-            const std::string body = dump(err.body());
-            sink.write(body.data(), body.size());
-          }
-        }
-        sink.done();
-        return true;
-      });
+  res.set_chunked_content_provider("text/event-stream", [g, on_step, on_done, on_start, step_always,
+                                                         on_error](size_t, httplib::DataSink& sink) {
+    try {
+      if (!run_generation(*g, true, on_step, on_done, on_start, step_always, sink)) return false;
+    } catch (const ApiError& e) {
+      if (on_error) {
+        on_error(e, sink);
+      } else {
+        write_event(sink, e.body());
+      }
+    } catch (const std::exception& e) {
+      spdlog::error("generation failed: {}", e.what());
+      const ApiError err(500, "server_error", e.what());
+      if (on_error) {
+        on_error(err, sink);
+      } else {
+        write_event(sink, err.body());
+      }
+    }
+    sink.done();
+    return true;
+  });
 }
 
 void write_event(httplib::DataSink& sink, const ordered_json& j) {

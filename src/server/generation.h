@@ -178,10 +178,12 @@ int default_max_tokens(const ServerContext& ctx, size_t prompt_len, const std::s
 
 using StepFn = std::function<void(Generation&, std::vector<Generation::Step>&, httplib::DataSink&)>;
 using SinkFn = std::function<void(Generation&, httplib::DataSink&)>;
-// Runs the generation inside a chunked response so a vanished client is noticed (sink.is_writable()) and
-// its requests cancelled, for non-streaming responses too. `on_start` (optional) writes the opening events;
-// `on_step` sees each step's deltas (streaming, or always with `step_always`); `on_done` writes the final
-// body or the closing events; `on_error` (optional) writes a failure in the endpoint's own shape.
+// Runs the generation and cancels its requests when the client goes away. A stream runs inside a chunked
+// response (sink.is_writable() notices the client leave); a non-streamed reply runs here, on the handler's
+// thread (client_still_connected()), so an error found mid-generation is thrown with its own status rather
+// than written into a 200 body. `on_start` (optional) writes the opening events; `on_step` sees each step's
+// deltas (streaming, or always with `step_always`); `on_done` writes the final body or the closing events;
+// `on_error` (optional) writes a stream's failure in the endpoint's own shape.
 void respond(httplib::Response& res, std::shared_ptr<Generation> g, bool stream, StepFn on_step,
              SinkFn on_done, SinkFn on_start = nullptr, bool step_always = false,
              std::function<void(const ApiError&, httplib::DataSink&)> on_error = nullptr);

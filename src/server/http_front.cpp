@@ -170,7 +170,13 @@ class BufferedStream final : public httplib::Stream {
   // Also false once the client has gone: the generation handler polls this to cancel abandoned requests.
   bool is_writable() const override {
     pollfd p{c_.fd, POLLOUT, 0};
-    if (::poll(&p, 1, write_timeout_ms_) <= 0 || (p.revents & (POLLERR | POLLHUP | POLLNVAL))) return false;
+    return ::poll(&p, 1, write_timeout_ms_) > 0 && peer_open();
+  }
+  // The client has not closed or reset the connection: an orderly close reads as end of file; bytes of a
+  // pipelined next request mean it is still there.
+  bool peer_open() const {
+    pollfd p{c_.fd, 0, 0};
+    if (::poll(&p, 1, 0) < 0 || (p.revents & (POLLERR | POLLHUP | POLLNVAL))) return false;
     char b;
     const ssize_t n = ::recv(c_.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
@@ -220,7 +226,14 @@ class BufferedStream final : public httplib::Stream {
   int write_timeout_ms_;
 };
 
+// The request this worker thread is running, for client_still_connected().
+thread_local const BufferedStream* t_serving = nullptr;
+
 }  // namespace
+
+bool client_still_connected() {
+  return t_serving == nullptr || t_serving->peer_open();
+}
 
 RequestFrame frame_request(std::string_view buf, size_t max_header_bytes, size_t max_body_bytes) {
   RequestFrame f;
@@ -642,11 +655,13 @@ void HttpFront::worker() {
       BufferedStream strm(*c, std::string_view(c->buf).substr(0, len), options_.write_timeout_s);
       bool connection_closed = false;
       bool ok = false;
+      t_serving = &strm;
       try {
         ok = serve_(strm, stop_.load(), connection_closed);
       } catch (const std::exception& e) {
         spdlog::error("HTTP request failed: {}", e.what());
       }
+      t_serving = nullptr;
       // Framing that httplib read differently from ours leaves the connection's state unknown: close it.
       keep = ok && !connection_closed && !stop_.load() && strm.consumed() == len;
     }

@@ -47,6 +47,11 @@ struct RequestFrame {
 };
 RequestFrame frame_request(std::string_view buf, size_t max_header_bytes, size_t max_body_bytes);
 
+// From a request handler: whether the client of the request this thread is serving is still connected.
+// A handler that answers only at the end (a non-streamed generation) polls it to stop work nobody will
+// read. True on a thread that is not serving a request through an HttpFront.
+bool client_still_connected();
+
 class HttpFront {
  public:
   // Runs one complete request read from `strm`; as httplib::Server's request processing: false when the

@@ -121,13 +121,25 @@ test('a constraint too costly to enforce is a 400 before it reaches the engine, 
     assert.match(r.json.error.message, /too costly to enforce|grammar too large/, r.text);
   }
   // The first mask is cheap (only 'x'), the ones after it are not: the engine ends the request with a client
-  // error. A non-streamed reply's headers went out when generation started (so a disconnect is seen at once),
-  // so the error object is that reply's body.
-  const later = await postJson(`${server.url}/v1/chat/completions`, {
-    model: 'spark-test', messages, max_tokens: 8, ...noThinking, guided_regex: 'x(.*.*.*.*){50}' });
-  assert.equal(later.json.error.code, 400, later.text);
-  assert.equal(later.json.error.type, 'invalid_request_error', later.text);
-  assert.match(later.json.error.message, /too costly to enforce/, later.text);
+  // error. A non-streamed reply sends its status only when generation has ended, so that status is 400 (not a
+  // 200 with an error body); a stream's status went out with its first event, so the error is its last event.
+  for (const path of ['/v1/chat/completions', '/v1/completions']) {
+    const prompt = path === '/v1/completions' ? { prompt: 'Hello' } : { messages, ...noThinking };
+    const later = await postJson(`${server.url}${path}`, {
+      model: 'spark-test', max_tokens: 8, ...prompt, guided_regex: 'x(.*.*.*.*){50}' });
+    assert.equal(later.status, 400, `${path}: ${later.text}`);
+    assert.equal(later.json.error.type, 'invalid_request_error', later.text);
+    assert.match(later.json.error.message, /too costly to enforce/, later.text);
+  }
+  const streamed = await fetch(`${server.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: 'spark-test', messages, max_tokens: 8, ...noThinking, stream: true,
+                           guided_regex: 'x(.*.*.*.*){50}' }) });
+  assert.equal(streamed.status, 200);
+  const events = (await streamed.text()).split('\n\n').filter((e) => e.startsWith('data: '));
+  const last = JSON.parse(events[events.length - 1].slice(6));
+  assert.equal(last.error.type, 'invalid_request_error', JSON.stringify(last));
+  assert.match(last.error.message, /too costly to enforce/);
   const reply = await client.chat.completions.create({ model: 'spark-test', messages, max_tokens: 4, ...noThinking });
   assert.equal(reply.choices.length, 1);
 });
