@@ -1,5 +1,6 @@
 #include "server/structured_output.h"
 
+#include <functional>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -142,11 +143,22 @@ class GrammarCache {
 // before the request is queued: a grammar too costly to enforce (grammar::WorkMeter) is refused with a 400
 // here, not in the engine, whose steps wait for every mask; and the engine's first step reads both from the
 // grammar's caches (the distances of the largest benchmark schema take a quarter of a second).
-void first_mask(const std::shared_ptr<const grammar::CompiledGrammar>& compiled) {
-  std::vector<uint64_t> bits;
-  grammar::GrammarMatcher m(compiled);
-  m.fill_mask(bits);
-  m.min_completion_bytes();
+// Builds the grammar, compiles it over the vocabulary and computes its first mask and budget distances,
+// all on the request's thread: a constraint too large or too costly to enforce is a 400 (starting with
+// `refusal`) before it is queued, and the engine's first step finds both in the grammar's caches.
+std::shared_ptr<const grammar::CompiledGrammar> compile_checked(
+    const std::function<grammar::Grammar()>& build, const std::shared_ptr<const grammar::TokenVocab>& vocab,
+    const std::string& refusal, const std::string& param) {
+  try {
+    auto compiled = std::make_shared<const grammar::CompiledGrammar>(build(), vocab);
+    std::vector<uint64_t> bits;
+    grammar::GrammarMatcher m(compiled);
+    m.fill_mask(bits);
+    m.min_completion_bytes();
+    return compiled;
+  } catch (const Error& e) {
+    throw ApiError::bad_request(refusal + e.what(), param);
+  }
 }
 
 GrammarCache& cache() {
@@ -164,31 +176,20 @@ std::shared_ptr<const grammar::CompiledGrammar> compile_structured_output(
   // Generation wants few whitespace bytes: runs of at most 2 keep a random model's output short.
   grammar::JsonSchemaOptions options;
   options.max_whitespace = 2;
-  grammar::Grammar g;
-  try {
+  auto build = [&so, &options]() -> grammar::Grammar {
     switch (so.kind) {
       case StructuredOutput::Kind::kJsonObject:
-        g = grammar::json_object_grammar(options);
-        break;
+        return grammar::json_object_grammar(options);
       case StructuredOutput::Kind::kJsonSchema:
-        g = grammar::compile_json_schema(so.spec, options);
-        break;
+        return grammar::compile_json_schema(so.spec, options);
       case StructuredOutput::Kind::kRegex:
-        g = grammar::regex_grammar(so.spec);
-        break;
+        return grammar::regex_grammar(so.spec);
       case StructuredOutput::Kind::kChoice:
-        g = grammar::choice_grammar(so.choices);
         break;
     }
-  } catch (const Error& e) {
-    throw ApiError::bad_request(std::string("'") + so.param + "' cannot be enforced: " + e.what(), so.param);
-  }
-  auto compiled = std::make_shared<const grammar::CompiledGrammar>(std::move(g), vocab);
-  try {
-    first_mask(compiled);
-  } catch (const Error& e) {
-    throw ApiError::bad_request(std::string("'") + so.param + "' cannot be enforced: " + e.what(), so.param);
-  }
+    return grammar::choice_grammar(so.choices);
+  };
+  auto compiled = compile_checked(build, vocab, "'" + so.param + "' cannot be enforced: ", so.param);
   cache().put(key, compiled);
   return compiled;
 }
@@ -227,20 +228,8 @@ std::shared_ptr<const grammar::CompiledGrammar> compile_tool_call_grammar(
   options.free_text = !forced;
   options.parallel = parallel;
   options.json.max_whitespace = 2;  // as for structured outputs: few whitespace bytes
-  grammar::Grammar g;
-  try {
-    g = grammar::tool_call_grammar(list, options);
-  } catch (const Error& e) {
-    throw ApiError::bad_request(std::string("cannot constrain decoding to these tools: ") + e.what(),
-                                "tools");
-  }
-  auto compiled = std::make_shared<const grammar::CompiledGrammar>(std::move(g), vocab);
-  try {
-    first_mask(compiled);
-  } catch (const Error& e) {
-    throw ApiError::bad_request(std::string("cannot constrain decoding to these tools: ") + e.what(),
-                                "tools");
-  }
+  auto compiled = compile_checked([&list, &options] { return grammar::tool_call_grammar(list, options); },
+                                  vocab, "cannot constrain decoding to these tools: ", "tools");
   cache().put(key, compiled);
   return compiled;
 }
