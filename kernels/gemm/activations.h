@@ -32,7 +32,8 @@ QuantizedActivations quantize_activations(const float* x, int64_t m, int64_t k, 
                                           QuantizeRowFn row_fn = nullptr);
 
 // Per-thread scratch: `bytes` bytes, 64-byte aligned, contents undefined; valid until the same thread asks
-// for the same slot again. Slot 0 belongs to quantize_activations.
+// for the same slot again. Slot 0 belongs to quantize_activations; slot 1 holds a call's bf16 or rounded
+// activations, which the float kernels may read (they split theirs into slot 3).
 void* scratch(int slot, size_t bytes);
 constexpr int kScratchSlots = 4;
 
