@@ -139,13 +139,11 @@ class GrammarCache {
       map_;
 };
 
-// The first mask and the distances to the grammar's end (budget steering), computed on the request's thread
-// before the request is queued: a grammar too costly to enforce (grammar::WorkMeter) is refused with a 400
-// here, not in the engine, whose steps wait for every mask; and the engine's first step reads both from the
-// grammar's caches (the distances of the largest benchmark schema take a quarter of a second).
-// Builds the grammar, compiles it over the vocabulary and computes its first mask and budget distances,
-// all on the request's thread: a constraint too large or too costly to enforce is a 400 (starting with
-// `refusal`) before it is queued, and the engine's first step finds both in the grammar's caches.
+// Builds the grammar, compiles it over the vocabulary and computes its first mask and the distances to its
+// end (budget steering), all on the request's thread before the request is queued: a grammar too large or
+// too costly to enforce (grammar::WorkMeter) is a 400 starting with `refusal` here, not a stall in the
+// engine, whose steps wait for every mask; and the engine's first step reads both from the grammar's caches
+// (the distances of the largest benchmark schema take a quarter of a second).
 std::shared_ptr<const grammar::CompiledGrammar> compile_checked(
     const std::function<grammar::Grammar()>& build, const std::shared_ptr<const grammar::TokenVocab>& vocab,
     const std::string& refusal, const std::string& param) {
