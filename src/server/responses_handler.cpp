@@ -337,12 +337,8 @@ void handle_responses_create(ServerContext& ctx, const httplib::Request& req, ht
         st->flush(sink);
       },
       true,
+      // A stream's failure (respond() answers a non-streamed one with its own status).
       [st, model](const ApiError& e, httplib::DataSink& sink) {
-        if (!st->stream) {
-          const std::string text = dump(e.body());
-          sink.write(text.data(), text.size());
-          return;
-        }
         ordered_json error = {{"code", e.type()}, {"message", e.what()}};
         ordered_json failed = {
             {"type", "response.failed"},
