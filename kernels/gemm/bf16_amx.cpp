@@ -23,11 +23,6 @@ constexpr int64_t kTaskCols = 32;   // weight rows per task (two B tiles)
 // Tiles (amx::configure_tiles) 0-3: C (16 x 16 f32); 4-5: A (16 rows x 32 bf16); 6-7: B (16 pair-rows x
 // 16 columns).
 
-inline __mmask32 mask32(int64_t valid) {
-  if (valid <= 0) return 0;
-  return valid >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << valid) - 1);
-}
-
 // x [m][k] f32 -> A tiles: tile (mt, kt) holds rows 16mt.. x bf16 elements 32kt.. at (mt · KT + kt) · 1024
 // bytes. Rows past m and columns past k are zero. Scratch slot 1.
 const uint16_t* tile_activations(const float* x, int64_t m, int64_t k, int64_t m_tiles, int64_t kt_count,
@@ -59,7 +54,7 @@ void pack_b_tiles(const FloatWeight& w, int64_t n0, int64_t kt_count, uint32_t* 
   const auto* base = static_cast<const uint16_t*>(w.data);
   const int64_t rows = std::clamp<int64_t>(w.n - n0, 0, 16);
   for (int64_t kt = 0; kt < kt_count; ++kt) {
-    const __mmask32 mask = mask32(w.k - kt * 32);
+    const __mmask32 mask = avx512::lanes_mask32(w.k - kt * 32);
     __m512 t[16];
     for (int64_t r = 0; r < 16; ++r) {
       t[r] = r < rows ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(mask, base + (n0 + r) * w.k + kt * 32))

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu/decode_rows.h"
 #include "cpu/unroll.h"
 #include "gemm/gemm_isa.h"
 #include "gemm_float/panel_avx512.h"
@@ -22,11 +23,6 @@ namespace {
 // acc + a.even · b.even + a.odd · b.odd per lane (pairs of bf16 in 32-bit lanes).
 inline __m512 dpbf16(__m512 acc, __m512i a, __m512i b) {
   return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh&>(a), reinterpret_cast<__m512bh&>(b));
-}
-
-inline __mmask32 mask32(int64_t valid) {
-  if (valid <= 0) return 0;
-  return valid >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << valid) - 1);
 }
 
 // x [m][k] f32 -> [m][k2] pairs of bf16 (k2 = ceil(k / 2), the odd tail padded with zero), round to
@@ -41,7 +37,7 @@ const uint32_t* activations_to_bf16(const float* x, int64_t m, int64_t k, int64_
       const __m512bh packed = _mm512_cvtne2ps_pbh(hi, lo);
       __m512i v;
       std::memcpy(&v, &packed, sizeof v);
-      _mm512_mask_storeu_epi16(row + kk, mask32(2 * k2 - kk), v);
+      _mm512_mask_storeu_epi16(row + kk, avx512::lanes_mask32(2 * k2 - kk), v);
     }
   }
   return out;
@@ -92,7 +88,7 @@ struct PairPacker {
       const int64_t rows = std::clamp<int64_t>(w.n - r0, 0, 16);
       for (int64_t kp = 0; kp < kc; kp += 16) {
         const int64_t e0 = 2 * (k0 + kp);  // first bf16 element of this 16-pair column block
-        const __mmask32 mask = mask32(std::min<int64_t>(w.k - e0, 2 * (kc - kp)));
+        const __mmask32 mask = avx512::lanes_mask32(std::min<int64_t>(w.k - e0, 2 * (kc - kp)));
         __m512 t[16];
         for (int64_t r = 0; r < 16; ++r) {
           t[r] = r < rows ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(mask, base + (r0 + r) * w.k + e0))
@@ -107,11 +103,6 @@ struct PairPacker {
     }
   }
 };
-
-// The 4 rows of a decode pass are 4 streams one row apart, which the hardware prefetchers follow less
-// well than one sequential stream (as the integer decode tiles, int_avx512.cpp): each stream asks for its
-// line this many elements (16 lines) ahead.
-constexpr int64_t kDecodePrefetchElems = 16 * 32;
 
 // Rows [n_begin, n_end) for M (<= 4) activation rows.
 template <int M>
@@ -130,11 +121,9 @@ void small_m_rows(const uint32_t* xb, int64_t k2, const FloatWeight& w, float* y
       for (int r = 0; r < 4; ++r) acc[i][r] = _mm512_setzero_ps();
     }
     for (int64_t kk = 0; kk < w.k; kk += 32) {
-      const __mmask32 mask = mask32(w.k - kk);
+      const __mmask32 mask = avx512::lanes_mask32(w.k - kk);
       SPARK_UNROLL
-      for (int r = 0; r < 4; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + kk + kDecodePrefetchElems), _MM_HINT_T0);
-      }
+      for (int r = 0; r < 4; ++r) prefetch_line(wr[r] + kk + kDecodePrefetchLines * 32);
       __m512i wv[4];
       SPARK_UNROLL
       for (int r = 0; r < 4; ++r) wv[r] = _mm512_maskz_loadu_epi16(mask, wr[r] + kk);
@@ -165,20 +154,7 @@ void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& qw, f
   if (m <= kDecodeMaxM) {
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      switch (m) {
-        case 1:
-          small_m_rows<1>(xb, ldx, w, y, ldy, b, e);
-          break;
-        case 2:
-          small_m_rows<2>(xb, ldx, w, y, ldy, b, e);
-          break;
-        case 3:
-          small_m_rows<3>(xb, ldx, w, y, ldy, b, e);
-          break;
-        default:
-          small_m_rows<4>(xb, ldx, w, y, ldy, b, e);
-          break;
-      }
+      with_rows(m, [&](auto rows) { small_m_rows<rows>(xb, ldx, w, y, ldy, b, e); });
     });
     return;
   }

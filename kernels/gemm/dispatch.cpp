@@ -177,8 +177,11 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
       const bool avx512 = isa >= Isa::kAvx512;
       const bool rounded = bf16_activations && format == WeightFormat::kBF16;
       const std::string act = rounded ? " on activations rounded to bf16 (no vdpbf16ps on this tier)" : "";
+      const std::string load = avx512 && format == WeightFormat::kBF16
+                                   ? "each bf16 line used in place as its even and odd elements in f32"
+                                   : "weights widened to f32 in registers";
       return {fmt + (avx512 ? " avx512" : " avx2") + (decode ? " row dots" : " widened panels"),
-              decode ? rows + "; bandwidth-bound, weights widened to f32 in registers" + act
+              decode ? rows + "; bandwidth-bound, " + load + act
                      : rows + "; " + (rounded ? "f32" : "exact f32") + " products on a " +
                            (avx512 ? "12x32" : "6x16") + " register tile" + act};
     }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cpu/amx_tiles.h"
+#include "cpu/lane_masks_avx512.h"
 #include "gemm/gemm_isa.h"
 
 namespace spark::kernels {
@@ -33,11 +34,6 @@ constexpr int64_t kTaskBlocks = 4;  // weight blocks (16 rows each) per task
 constexpr int64_t kStreamRows = 128;  // kW4A8: up to this many rows per task, unpack a group at a time
 
 // Tiles (amx::configure_tiles) 0-3: C (s32 accumulators); 4-5: A (activations); 6-7: B (weights).
-
-inline __mmask16 lane_mask(int64_t valid) {
-  if (valid <= 0) return 0;
-  return valid >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << valid) - 1);
-}
 
 // Stores the four accumulator tiles as c[32][32] s32 (MT = 2: tiles 0,1 rows 0-15, tiles 2,3 rows 16-31)
 // or c[16][64] (MT = 1: tiles 0-3 side by side); both with a 32-int or 64-int row stride.
@@ -137,7 +133,7 @@ void int8_step(const QuantizedWeight& w, const QuantizedActivations& a, const Ti
   const auto* scales = static_cast<const float*>(w.scales);
   for (int j = 0; j < n_valid_blocks; ++j) {
     const int64_t n0 = blocks[j] * kBlockRows;
-    const __mmask16 mask = lane_mask(w.n - n0);
+    const __mmask16 mask = avx512::lanes_mask(w.n - n0);
     const __m512 sv = _mm512_loadu_ps(scales + n0);
     for (int64_t r = 0; r < 16 * MT && m0 + r < m; ++r) {
       __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + r * kCols + j * 16)), sv);
@@ -199,7 +195,7 @@ void w4a8_step(const QuantizedWeight& w, const QuantizedActivations& a, const Ti
   }
   for (int j = 0; j < n_valid_blocks; ++j) {
     const int64_t n0 = blocks[j] * kBlockRows;
-    const __mmask16 mask = lane_mask(w.n - n0);
+    const __mmask16 mask = avx512::lanes_mask(w.n - n0);
     for (int64_t r = 0; r < 16 * MT && m0 + r < m; ++r) {
       const __m512 v = _mm512_mul_ps(_mm512_load_ps(t + r * kCols + j * 16), _mm512_set1_ps(a.scale[m0 + r]));
       _mm512_mask_storeu_ps(y + (m0 + r) * ldy + n0, mask, v);

@@ -34,9 +34,10 @@ inline __m256i add32(__m256i acc, __m256i t) {
 
 // Decode tiles stream each weight block once. Without help one core keeps too few of those misses in
 // flight (these GEMVs read at 35-52% of the measured bandwidth on an AMX Xeon), so each block's line is
-// asked for this many 64-byte lines ahead, as the AVX-512 GEMVs do (there 16; here 32 measured a little
-// faster). Prefill tiles have at most kDecodeMaxM rows too, so they also ask; their lines are in L2.
-constexpr int64_t kDecodePrefetchLines = 32;
+// asked for this many 64-byte lines ahead, as the other GEMVs do (kDecodePrefetchLines, 16; here 32
+// measured a little faster). Prefill tiles have at most kDecodeMaxM rows too, so they also ask; their lines
+// are in L2.
+constexpr int64_t kAvx2DecodePrefetchLines = 32;
 
 // Stores lanes [0, valid) of v (valid may be <= 0 or >= 8).
 inline void store_lanes(float* dst, __m256 v, int64_t valid) {
@@ -74,7 +75,8 @@ struct Int8Kernel {
     for (int64_t kq = 0; kq < w.k_pad / 4; ++kq) {
       if constexpr (MR <= kDecodeMaxM) {
         SPARK_UNROLL
-        for (int b = 0; b < NB; ++b) prefetch_line(wq + b * block_bytes + (kq + kDecodePrefetchLines) * 64);
+        for (int b = 0; b < NB; ++b)
+          prefetch_line(wq + b * block_bytes + (kq + kAvx2DecodePrefetchLines) * 64);
       }
       __m256i wv[NV];
       SPARK_UNROLL
@@ -144,7 +146,7 @@ struct W4A8Kernel {
         if constexpr (MR <= kDecodeMaxM) {
           SPARK_UNROLL
           for (int b = 0; b < NB; ++b)
-            prefetch_line(wq + b * block_bytes + (g * (kGroupSize / 8) + p + kDecodePrefetchLines) * 64);
+            prefetch_line(wq + b * block_bytes + (g * (kGroupSize / 8) + p + kAvx2DecodePrefetchLines) * 64);
         }
         __m256i lo[NV], hi[NV];
         SPARK_UNROLL

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu/lane_masks_avx512.h"
 #include "cpu/unroll.h"
 #include "gemm/gemm_isa.h"
 #include "gemm/tile_driver.h"
@@ -31,17 +32,6 @@ inline __m512i broadcast4(const void* p) {
 inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
   __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
   return acc;
-}
-
-// Decode tiles read NB blocks of one task side by side: NB streams 16 KiB apart (K = 2048) that the
-// hardware prefetchers follow less well than one sequential stream (30% less per core, measured with
-// the same bytes read in the tile's order; bench/RESULTS.md, session 7). Asking for each stream's line
-// this far ahead restores the sequential rate of that pure read (as in the W4A16 decode tiles).
-constexpr int64_t kDecodePrefetchLines = 16;
-
-inline __mmask16 lane_mask(int64_t valid) {
-  if (valid <= 0) return 0;
-  return valid >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << valid) - 1);
 }
 
 struct Int8Kernel {
@@ -80,7 +70,7 @@ struct Int8Kernel {
     SPARK_UNROLL
     for (int b = 0; b < NB; ++b) {
       const int64_t n0 = (b0 + b) * kBlockRows;
-      const __mmask16 mask = lane_mask(w.n - n0);
+      const __mmask16 mask = avx512::lanes_mask(w.n - n0);
       const __m512i comp = _mm512_slli_epi32(_mm512_loadu_si512(w.row_sums + n0), 7);
       const __m512 sv = _mm512_loadu_ps(scales + n0);
       SPARK_UNROLL
@@ -166,7 +156,7 @@ struct W4A8Kernel {
     SPARK_UNROLL
     for (int b = 0; b < NB; ++b) {
       const int64_t n0 = (b0 + b) * kBlockRows;
-      const __mmask16 mask = lane_mask(w.n - n0);
+      const __mmask16 mask = avx512::lanes_mask(w.n - n0);
       SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
         const __m512 v = _mm512_mul_ps(_mm512_load_ps(out[i][b]), _mm512_set1_ps(c.a->scale[m0 + i]));
@@ -186,7 +176,7 @@ void quantize_row_avx512(const float* x, int64_t k, int64_t k_pad, int64_t group
   const __m512 sign = _mm512_set1_ps(-0.0f);
   __m512 vmax = _mm512_setzero_ps();
   for (int64_t i = 0; i < k; i += 16) {
-    const __m512 v = _mm512_maskz_loadu_ps(lane_mask(k - i), x + i);
+    const __m512 v = _mm512_maskz_loadu_ps(avx512::lanes_mask(k - i), x + i);
     vmax = _mm512_max_ps(_mm512_andnot_ps(sign, v), vmax);
   }
   const float amax = _mm512_reduce_max_ps(vmax);
@@ -197,7 +187,7 @@ void quantize_row_avx512(const float* x, int64_t k, int64_t k_pad, int64_t group
   for (int64_t g = 0; g * 128 < k || g < groups; ++g) {
     __m512i sum = _mm512_setzero_si512();
     for (int64_t i = g * 128; i < std::min(k, (g + 1) * 128); i += 16) {
-      const __mmask16 mask = lane_mask(k - i);
+      const __mmask16 mask = avx512::lanes_mask(k - i);
       const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + i), vinv);
       const __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       const __m512i qi = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi));

@@ -8,13 +8,12 @@
 // Included by per-ISA translation units; everything here has internal linkage.
 #pragma once
 
-#include <xmmintrin.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <utility>
 
+#include "cpu/decode_rows.h"
 #include "gemm/gemm_isa.h"
 
 namespace spark::kernels {
@@ -29,12 +28,6 @@ struct TileContext {
   float* y;
   int64_t ldy;
 };
-
-// Decode tiles stream each weight block once; they ask for a block's 64-byte line some lines ahead of use
-// (the distance is each kernel's), since one core alone keeps too few of those misses in flight.
-inline void prefetch_line(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
-}
 
 // Computes activation rows [m0, m0 + MR) x weight blocks [b0, b0 + NB).
 using TileFn = void (*)(const TileContext& c, int64_t m0, int64_t b0);

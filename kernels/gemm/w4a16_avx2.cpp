@@ -16,10 +16,6 @@ namespace {
 
 constexpr int64_t kLinesPerGroup = kGroupSize * kBlockRows / 2 / 64;
 
-// Decode streams each weight block once: its line is asked for this many lines ahead, as in
-// int_avx2.cpp (one core keeps too few misses in flight otherwise).
-constexpr int64_t kDecodePrefetchLines = 16;
-
 // 8 rows of one k pair: the low nibbles (k even) and high nibbles (k odd) as floats.
 inline void widen8(const uint8_t* p, __m256* lo, __m256* hi) {
   int64_t bytes;

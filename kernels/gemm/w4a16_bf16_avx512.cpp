@@ -84,7 +84,6 @@ struct Unpacker {
 };
 
 constexpr int64_t kLinesPerGroup = kGroupSize / 8;
-constexpr int64_t kPrefetchLines = 16;
 
 struct W4A16Bf16Kernel {
   static constexpr int kDecodeNb = 4;
@@ -119,12 +118,10 @@ struct W4A16Bf16Kernel {
       for (int64_t l = g * kLinesPerGroup; l < (g + 1) * kLinesPerGroup; ++l) {
         SPARK_UNROLL
         for (int b = 0; b < NB; ++b) {
-          // Decode streams each block once: ask for its line kPrefetchLines ahead, as the unpacking
-          // between loads otherwise leaves too few misses in flight to fill the memory bandwidth.
-          if constexpr (MR <= kDecodeMaxM) {
-            _mm_prefetch(reinterpret_cast<const char*>(wq + b * block_bytes + (l + kPrefetchLines) * 64),
-                         _MM_HINT_T0);
-          }
+          // Decode streams each block once: the unpacking between loads otherwise leaves too few
+          // misses in flight to fill the memory bandwidth.
+          if constexpr (MR <= kDecodeMaxM)
+            prefetch_line(wq + b * block_bytes + (l + kDecodePrefetchLines) * 64);
           __m512i wv[4];
           u.line<MR == 1>(wq + b * block_bytes + l * 64, wv);
           SPARK_UNROLL

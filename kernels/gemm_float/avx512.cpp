@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include "cpu/decode_rows.h"
+#include "cpu/lane_masks_avx512.h"
 #include "cpu/unroll.h"
 #include "gemm/activations.h"
 #include "gemm_float/gemm_float_isa.h"
@@ -17,11 +19,6 @@ namespace spark::kernels {
 namespace {
 
 constexpr int64_t kSmallM = 4;
-
-// The decode rows read 4 weight rows side by side: 4 streams one row apart, which the hardware
-// prefetchers follow less well than one sequential stream (as the integer decode tiles, int_avx512.cpp).
-// Each stream asks for its line this many lines ahead.
-constexpr int64_t kDecodePrefetchBytes = 16 * 64;
 
 template <FloatDType DT>
 inline __m512 load16(const void* base, int64_t i, __mmask16 mask) {
@@ -37,7 +34,8 @@ inline __m512 load16(const void* base, int64_t i, __mmask16 mask) {
   }
 }
 
-// Rows [n_begin, n_end) of y for the M (<= 4) activation rows, 4 weight rows per pass.
+// Rows [n_begin, n_end) of y for the M (<= 4) activation rows, 4 weight rows per pass (f32, f16; bf16
+// takes bf16_split_rows). The 4 rows are 4 streams one row apart: each asks for its lines ahead.
 template <FloatDType DT, int M>
 void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, int64_t n_begin,
                   int64_t n_end) {
@@ -59,9 +57,8 @@ void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, i
       const __mmask16 mask = avx512::lanes_mask(k - kk);
       if ((kk * elem) % 64 == 0) {
         SPARK_UNROLL
-        for (int r = 0; r < 4; ++r) {
-          _mm_prefetch(static_cast<const char*>(wr[r]) + kk * elem + kDecodePrefetchBytes, _MM_HINT_T0);
-        }
+        for (int r = 0; r < 4; ++r)
+          prefetch_line(static_cast<const char*>(wr[r]) + (kk * elem + kDecodePrefetchLines * 64));
       }
       __m512 wv[4];
       SPARK_UNROLL
@@ -119,12 +116,11 @@ void bf16_split_rows(const float* xs, int64_t k_half, const FloatWeight& w, floa
       for (int r = 0; r < 4; ++r) acc[i][r] = _mm512_setzero_ps();
     }
     for (int64_t kk = 0; kk < k; kk += 32) {
-      const __mmask32 mask =
-          kk + 32 <= k ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << (k - kk)) - 1);
+      const __mmask32 mask = avx512::lanes_mask32(k - kk);
       __m512 we[4], wo[4];
       SPARK_UNROLL
       for (int r = 0; r < 4; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + kk) + kDecodePrefetchBytes, _MM_HINT_T0);
+        prefetch_line(wr[r] + kk + kDecodePrefetchLines * 32);
         const __m512i v = _mm512_maskz_loadu_epi16(mask, wr[r] + kk);
         we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         wo[r] = _mm512_castsi512_ps(_mm512_and_si512(v, odd));
@@ -174,47 +170,23 @@ struct FloatPacker {
 
 template <FloatDType DT>
 void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
-  if (m <= kSmallM && DT == FloatDType::kBF16) {
+  if (m > kSmallM) {
+    avx512::panel_gemm(x, m, w.k, w.n, w.k, y, ldy, pool, FloatPacker<DT>{w});
+    return;
+  }
+  // Blocks of 64 rows: small enough to balance 2..64 threads on the smallest Spark GEMMs.
+  if constexpr (DT == FloatDType::kBF16) {
     const int64_t k_half = (w.k + 31) / 32 * 16;
     const float* xs = split_even_odd(x, m, w.k, k_half);
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      switch (m) {
-        case 1:
-          bf16_split_rows<1>(xs, k_half, w, y, ldy, b, e);
-          break;
-        case 2:
-          bf16_split_rows<2>(xs, k_half, w, y, ldy, b, e);
-          break;
-        case 3:
-          bf16_split_rows<3>(xs, k_half, w, y, ldy, b, e);
-          break;
-        default:
-          bf16_split_rows<4>(xs, k_half, w, y, ldy, b, e);
-          break;
-      }
-    });
-  } else if (m <= kSmallM) {
-    // Blocks of 64 rows: small enough to balance 2..64 threads on the smallest Spark GEMMs.
-    pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
-      const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      switch (m) {
-        case 1:
-          small_m_rows<DT, 1>(x, w, y, ldy, b, e);
-          break;
-        case 2:
-          small_m_rows<DT, 2>(x, w, y, ldy, b, e);
-          break;
-        case 3:
-          small_m_rows<DT, 3>(x, w, y, ldy, b, e);
-          break;
-        default:
-          small_m_rows<DT, 4>(x, w, y, ldy, b, e);
-          break;
-      }
+      with_rows(m, [&](auto rows) { bf16_split_rows<rows>(xs, k_half, w, y, ldy, b, e); });
     });
   } else {
-    avx512::panel_gemm(x, m, w.k, w.n, w.k, y, ldy, pool, FloatPacker<DT>{w});
+    pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
+      const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
+      with_rows(m, [&](auto rows) { small_m_rows<DT, rows>(x, w, y, ldy, b, e); });
+    });
   }
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cpu/lane_masks_avx512.h"
 #include "cpu/unroll.h"
 #include "util/thread_pool.h"
 
@@ -20,11 +21,6 @@ constexpr int64_t kPanelKc = 256;      // K block: one panel is 32 KiB
 constexpr int64_t kPanelMr = 12;       // micro-kernel rows: 24 accumulators + 2 panel vectors + 1 broadcast
 constexpr int64_t kPanelsPerTask = 2;  // 64 weight rows per task
 constexpr int64_t kTaskRows = 192;     // activation rows per task: the panel is reused by all of them
-
-inline __mmask16 lanes_mask(int64_t valid) {
-  if (valid <= 0) return 0;
-  return valid >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << valid) - 1);
-}
 
 // In-register transpose of a 16 x 16 f32 tile: r[i] holds row i on entry and column i on exit.
 inline void transpose16x16(__m512 r[16]) {
