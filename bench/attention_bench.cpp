@@ -13,10 +13,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <new>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <sys/mman.h>
@@ -24,6 +26,7 @@
 #include "attention/attention.h"
 #include "cpu/cpu_features.h"
 #include "roofline/roofline.h"
+#include "util/half.h"
 #include "util/thread_pool.h"
 
 namespace {
@@ -36,6 +39,7 @@ struct Options {
   int reps = 5;
   int heads = 8, kv_heads = 2, head_dim = 256;
   int layers = 7;  // full layers sharing a page (the 1.7B shape: 7)
+  KvDtype kv_dtype = KvDtype::kF32;
   int64_t prefix = 2048, rows = 32, window = 512;
   std::vector<int64_t> depths{1024, 8192};
 };
@@ -49,17 +53,18 @@ double fastest(const std::vector<double>& v) {
   return *std::min_element(v.begin(), v.end());
 }
 
-// A cache of `n` positions of one layer (layer 0 of `layers` in each page) as 16-position spans, plus
-// `rows` own rows in qkv-like rows whose first heads * head_dim floats are the queries.
+// A cache of `n` positions of one layer (layer `layer` of `layers` in each page) as 16-position spans, plus
+// `rows` own rows in qkv-like rows whose first heads * head_dim floats are the queries. K/V elements are
+// f32 or bf16 (--kv-dtype), the own rows too (bf16 ones in a separate K|V buffer, as the model keeps them).
 // The arena on transparent huge pages, as the KV page pool's bounded mapping is.
 struct Arena {
-  float* data = nullptr;
+  char* data = nullptr;
   size_t bytes = 0;
-  explicit Arena(size_t floats) : bytes(std::max<size_t>(floats, 1) * sizeof(float)) {
+  explicit Arena(size_t n) : bytes(std::max<size_t>(n, 1)) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     madvise(p, bytes, MADV_HUGEPAGE);
-    data = static_cast<float*>(p);
+    data = static_cast<char*>(p);
   }
   ~Arena() { munmap(data, bytes); }
   Arena(const Arena&) = delete;
@@ -67,27 +72,48 @@ struct Arena {
 };
 
 struct Keys {
-  std::unique_ptr<Arena> arena;
+  std::shared_ptr<Arena> arena;
   std::vector<float> own, out;
+  std::vector<uint16_t> own16;
   std::vector<KvSpan> spans;
   AttentionTask task;
 };
 
-Keys make_keys(const Options& o, int64_t n, int64_t rows, int64_t window, std::mt19937& rng) {
+// Fills `count` elements at `dst` (f32 or bf16) with values from `value`.
+template <class F>
+void fill(void* dst, size_t count, KvDtype dtype, F&& value) {
+  for (size_t i = 0; i < count; ++i) {
+    const float v = value(i);
+    if (dtype == KvDtype::kBf16) {
+      static_cast<uint16_t*>(dst)[i] = spark::f32_to_bf16(v);
+    } else {
+      static_cast<float*>(dst)[i] = v;
+    }
+  }
+}
+
+// Keys of every one of o.layers full layers at depth n, sharing one arena (the decode case: a step reads
+// each layer's keys in turn, as the model does, so the sum of them, not one layer, must fit in the caches
+// for a repetition to find them there), or one sliding ring (window > 0, one element of the result).
+std::vector<Keys> make_keys(const Options& o, int64_t n, int64_t rows, int64_t window, std::mt19937& rng) {
   constexpr int64_t bs = 16;
   const int kv_dim = o.kv_heads * o.head_dim, q_dim = o.heads * o.head_dim;
   const int64_t qkv_dim = q_dim + 2 * kv_dim, page = static_cast<int64_t>(o.layers) * 2 * bs * kv_dim;
+  const size_t esize = o.kv_dtype == KvDtype::kBf16 ? 2 : 4;
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  Keys k;
   const int64_t lo = window > 0 ? std::max<int64_t>(0, n - window + 1) : 0;
+  const int n_keys = window > 0 ? 1 : o.layers;
+  std::vector<Keys> keys(static_cast<size_t>(n_keys));
+  std::shared_ptr<Arena> arena;
+  const auto at = [&](int64_t element) { return arena->data + static_cast<size_t>(element) * esize; };
   if (window > 0) {
     // One ring of window - 1 entries: K entries then V entries.
     const int64_t cap = window - 1;
-    k.arena = std::make_unique<Arena>(static_cast<size_t>(2 * cap * kv_dim));
-    for (size_t i = 0; i < static_cast<size_t>(2 * cap * kv_dim); ++i) k.arena->data[i] = dist(rng);
+    arena = std::make_shared<Arena>(static_cast<size_t>(2 * cap * kv_dim) * esize);
+    fill(arena->data, static_cast<size_t>(2 * cap * kv_dim), o.kv_dtype, [&](size_t) { return dist(rng); });
     for (int64_t p = lo; p < n;) {
       const int64_t e = p % cap, c = std::min(cap - e, n - p);
-      k.spans.push_back({p, c, k.arena->data + e * kv_dim, k.arena->data + (cap + e) * kv_dim, kv_dim});
+      keys[0].spans.push_back({p, c, at(e * kv_dim), at((cap + e) * kv_dim), kv_dim});
       p += c;
     }
   } else {
@@ -95,37 +121,57 @@ Keys make_keys(const Options& o, int64_t n, int64_t rows, int64_t window, std::m
     std::vector<int64_t> order(static_cast<size_t>(blocks));
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);
-    const size_t floats = static_cast<size_t>(std::max<int64_t>(1, blocks) * page);
-    k.arena = std::make_unique<Arena>(floats);
-    for (size_t i = 0; i < floats; ++i) k.arena->data[i] = (i % 7 == 0) ? dist(rng) : 0.5f;
-    for (int64_t p = 0; p < n; p += bs) {
-      float* base = k.arena->data + order[static_cast<size_t>(p / bs)] * page;
-      k.spans.push_back({p, std::min(bs, n - p), base, base + bs * kv_dim, kv_dim});
+    const size_t elements = static_cast<size_t>(std::max<int64_t>(1, blocks) * page);
+    arena = std::make_shared<Arena>(elements * esize);
+    fill(arena->data, elements, o.kv_dtype, [&](size_t i) { return (i % 7 == 0) ? dist(rng) : 0.5f; });
+    for (int layer = 0; layer < n_keys; ++layer) {
+      for (int64_t p = 0; p < n; p += bs) {
+        const int64_t base = order[static_cast<size_t>(p / bs)] * page + layer * 2 * bs * kv_dim;
+        keys[static_cast<size_t>(layer)].spans.push_back(
+            {p, std::min(bs, n - p), at(base), at(base + bs * kv_dim), kv_dim});
+      }
     }
   }
-  k.own.resize(static_cast<size_t>(rows * qkv_dim));
-  for (float& f : k.own) f = dist(rng);
-  k.spans.push_back({n, rows, k.own.data() + q_dim, k.own.data() + q_dim + kv_dim, qkv_dim});
-  k.out.assign(static_cast<size_t>(rows * q_dim), 0.0f);
-  k.task.q = k.own.data();
-  k.task.q_stride = qkv_dim;
-  k.task.out = k.out.data();
-  k.task.out_stride = q_dim;
-  k.task.rows = rows;
-  k.task.first_pos = n;
-  k.task.window = window;
-  k.task.kv = k.spans;
-  return k;
+  for (Keys& k : keys) {
+    k.arena = arena;
+    k.own.resize(static_cast<size_t>(rows * qkv_dim));
+    for (float& f : k.own) f = dist(rng);
+    if (o.kv_dtype == KvDtype::kBf16) {
+      k.own16.resize(static_cast<size_t>(rows * 2 * kv_dim));
+      for (int64_t r = 0; r < rows; ++r) {
+        fill(k.own16.data() + r * 2 * kv_dim, static_cast<size_t>(2 * kv_dim), o.kv_dtype,
+             [&](size_t i) { return k.own[static_cast<size_t>(r * qkv_dim + q_dim) + i]; });
+      }
+      k.spans.push_back({n, rows, k.own16.data(), k.own16.data() + kv_dim, 2 * kv_dim});
+    } else {
+      k.spans.push_back({n, rows, k.own.data() + q_dim, k.own.data() + q_dim + kv_dim, qkv_dim});
+    }
+    k.out.assign(static_cast<size_t>(rows * q_dim), 0.0f);
+    k.task.q = k.own.data();
+    k.task.q_stride = qkv_dim;
+    k.task.out = k.out.data();
+    k.task.out_stride = q_dim;
+    k.task.rows = rows;
+    k.task.first_pos = n;
+    k.task.window = window;
+    k.task.kv = k.spans;
+    k.task.kv_dtype = o.kv_dtype;
+  }
+  return keys;
 }
 
-double time_it(const Options& o, const Keys& k, ThreadPool& pool, int reps) {
+// The fastest repetition of one pass over every element of `keys`, one attention call each.
+double time_it(const Options& o, const std::vector<Keys>& keys, ThreadPool& pool, int reps) {
   const AttentionShape shape{o.heads, o.kv_heads, o.head_dim,
                              1.0f / std::sqrt(static_cast<float>(o.head_dim))};
-  attention(shape, std::span<const AttentionTask>(&k.task, 1), pool);  // warm
+  const auto pass = [&] {
+    for (const Keys& k : keys) attention(shape, std::span<const AttentionTask>(&k.task, 1), pool);
+  };
+  pass();  // warm
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     const auto s = std::chrono::steady_clock::now();
-    attention(shape, std::span<const AttentionTask>(&k.task, 1), pool);
+    pass();
     t.push_back(seconds(s));
   }
   return fastest(t);
@@ -142,12 +188,15 @@ int main(int argc, char** argv) {
   app.add_option("--rows", o.rows, "prefill rows after the prefix");
   app.add_option("--window", o.window, "sliding window of the ring case");
   app.add_option("--layers", o.layers, "full layers interleaved in each KV page (the layout's page stride)");
+  app.add_option("--kv-dtype", o.kv_dtype, "K/V element type: f32 or bf16")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, KvDtype>{{"f32", KvDtype::kF32}, {"bf16", KvDtype::kBf16}}));
   app.add_option("--depths", o.depths, "decode depths (keys before the decoded row)")->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   ThreadPool pool(o.threads);
   std::mt19937 rng(7);
-  std::printf("tier %s, %d threads, %d/%d heads x %d\n", isa_name(active_isa()), o.threads, o.heads,
-              o.kv_heads, o.head_dim);
+  std::printf("tier %s, %d threads, %d/%d heads x %d, KV %s\n", isa_name(active_isa()), o.threads, o.heads,
+              o.kv_heads, o.head_dim, o.kv_dtype == KvDtype::kBf16 ? "bf16" : "f32");
   const double pair_flops = 4.0 * o.heads * o.head_dim;
   // The ceilings in the same run (same load): streaming read over 4x the last-level cache, f32 FMA peak,
   // best of 5 single passes each, as the kernels' timings are the fastest repetition.
@@ -159,7 +208,8 @@ int main(int argc, char** argv) {
   std::printf("same-run ceilings: read %.1f GB/s, f32 FMA %.1f GFLOP/s\n", read_gbps, fma_gflops);
   if (o.prefix > 0) {
     for (int64_t window : {int64_t{0}, o.window}) {
-      Keys k = make_keys(o, o.prefix, o.rows, window, rng);
+      std::vector<Keys> k = make_keys(o, o.prefix, o.rows, window, rng);
+      k.resize(1);  // one layer's prefill
       double pairs = 0;
       for (int64_t r = 0; r < o.rows; ++r) {
         const int64_t pos = o.prefix + r;
@@ -173,12 +223,16 @@ int main(int argc, char** argv) {
     }
   }
   for (int64_t d : o.depths) {
-    Keys k = make_keys(o, d, 1, 0, rng);
-    const double s = time_it(o, k, pool, o.reps);
-    const double bytes = static_cast<double>(d + 1) * 2.0 * o.kv_heads * o.head_dim * sizeof(float);
-    std::printf("decode at depth %lld: %.3f ms, KV %.1f MiB, %.1f GB/s (%.0f%% of read), %.1f GFLOP/s\n",
-                static_cast<long long>(d), s * 1e3, bytes / (1 << 20), bytes / s * 1e-9,
-                100.0 * bytes / s * 1e-9 / read_gbps, (d + 1) * pair_flops / s * 1e-9);
+    const std::vector<Keys> k = make_keys(o, d, 1, 0, rng);
+    const double s = time_it(o, k, pool, o.reps) / o.layers;
+    const double bytes =
+        static_cast<double>(d + 1) * 2.0 * o.kv_heads * o.head_dim * (o.kv_dtype == KvDtype::kBf16 ? 2 : 4);
+    std::printf(
+        "decode at depth %lld, per layer of %d read in turn: %.3f ms, KV %.1f MiB, %.1f GB/s (%.0f%% of "
+        "read), "
+        "%.1f GFLOP/s\n",
+        static_cast<long long>(d), o.layers, s * 1e3, bytes / (1 << 20), bytes / s * 1e-9,
+        100.0 * bytes / s * 1e-9 / read_gbps, (d + 1) * pair_flops / s * 1e-9);
   }
   return 0;
 }
