@@ -51,8 +51,8 @@ struct AttentionShape {
 // Runs every task on the pool at the active instruction-set tier. A row of a multi-row task gets a result
 // that depends only on its query and the keys it sees (not on how rows are grouped into tasks or tiles,
 // nor on the tier): keys are blocked at fixed multiples of kAttentionKeyBlock positions and every sum runs
-// in position order. A one-row task (decode) forms its scores as dot products, and over more than 1,024
-// keys is split into 1,024-position parts merged in position order (split-K; same tolerance).
+// in position order. A one-row task (decode) forms its scores as dot products, and over more than 512
+// keys is split into 512-position parts merged in position order (split-K; same tolerance).
 void attention(const AttentionShape& shape, std::span<const AttentionTask> tasks, ThreadPool& pool);
 
 // Scalar reference (two passes, double accumulation, single thread): the ground truth.

@@ -29,8 +29,10 @@ constexpr int64_t kKb = kAttentionKeyBlock;
 constexpr int kQueryVectors = 64;  // query vectors per item (group x tile rows), when the group allows
 
 // Decode rows with more keys than this are split into parts of keys at multiples of it (split-K), so a
-// long context spreads over every thread instead of one item per KV head.
-constexpr int64_t kSplitKeys = 1024;
+// long context spreads over every thread instead of one item per KV head. A part's K and V rows (the
+// 1.7B shape with bf16 K/V: 512 keys x 2 KiB = 1 MiB) are read by one thread, its KV heads in turn; 512
+// measured a little faster than 256.
+constexpr int64_t kSplitKeys = 512;
 
 struct Item {
   int task;
@@ -39,6 +41,8 @@ struct Item {
   int64_t keys;              // keys the tile walks: the larger items go first
   int64_t key_from, key_to;  // the item's keys (a split decode row's part; else all the rows see)
   int64_t part;              // a split part's slot for (m, l, O), or -1: write the output
+  int heads = 1;             // KV heads kv_head .. kv_head + heads - 1, one after another
+  int64_t part_stride = 0;   // between the part slots of consecutive heads
 };
 
 inline int64_t row_lo(const AttentionTask& t, int64_t pos) {
@@ -91,9 +95,12 @@ inline void scores_group(const float* qt, int64_t nqp, int hd, const E* const* k
 // A decode task (one row: nq = group queries, fewer than a vector's lanes) forms each score as a dot
 // product over head_dim instead, so no lanes idle: St[key][q] = sum_d Q[q][d] * K[key][d] with two
 // partial sums per (query, key) (even and odd vectors of d) and one horizontal add. Blocked over NK keys
-// x NQ queries so each K vector load feeds NQ FMAs and 2 * NK * NQ chains hide the FMA latency; while a
-// block is scored, the next block's K and V rows are prefetched (`next_k` / `next_v`, `next_n` of them):
-// a decode step streams its KV once from memory and is bound by that read. Lanes nq .. nqp-1 get 0.
+// x NQ queries so each K vector load feeds NQ FMAs and 2 * NK * NQ chains hide the FMA latency. A decode
+// step streams its KV once from memory and is bound by that read, so the next block is asked for key by
+// key while this one is worked on: its K rows while this block is scored (`next_k`, `next_n` of them), its
+// V rows while this block's values are summed (values_kernel), each at the rate this block's rows are used.
+// Asking for both while scoring (as before) sent twice the requests the core can have in flight during the
+// scores and none during the values. Lanes nq .. nqp-1 get 0.
 template <class V, int NK, int NQ, class E>
 inline void dot_kernel(const float* qr, int hd, const E* const* kp, float* st, int64_t nqp) {
   typename V::R a0[NK][NQ], a1[NK][NQ];
@@ -121,12 +128,10 @@ inline void dot_kernel(const float* qr, int hd, const E* const* kp, float* st, i
   }
 }
 
+// Asks for the 64-byte lines of row[0, count) (elements).
 template <class V, class E>
-inline void prefetch_rows(const E* k, const E* v, int hd) {
-  for (int d = 0; d < hd; d += 64 / static_cast<int>(sizeof(E))) {
-    V::prefetch(k + d);
-    V::prefetch(v + d);
-  }
+inline void prefetch_elements(const E* row, int count) {
+  for (int d = 0; d < count; d += 64 / static_cast<int>(sizeof(E))) V::prefetch(row + d);
 }
 
 template <class V, int NK, class E>
@@ -139,30 +144,32 @@ inline void dot_keys(const float* qr, int nq, int hd, const E* const* kp, float*
 
 template <class V, class E>
 inline void scores_dot(const float* qr, int nq, int hd, const E* const* kp, int64_t n, float* st, int64_t nqp,
-                       const E* const* next_k, const E* const* next_v, int64_t next_n) {
+                       const E* const* next_k, int64_t next_n) {
   constexpr int NK = V::kRegs >= 32 ? 2 : 1;
   int64_t j = 0;
   for (; j + NK <= n; j += NK) {
-    for (int64_t u = j; u < std::min(j + NK, next_n); ++u) prefetch_rows<V>(next_k[u], next_v[u], hd);
+    for (int64_t u = j; u < std::min(j + NK, next_n); ++u) prefetch_elements<V>(next_k[u], hd);
     dot_keys<V, NK>(qr, nq, hd, kp + j, st + j * nqp, nqp);
   }
   for (; j < n; ++j) dot_keys<V, 1>(qr, nq, hd, kp + j, st + j * nqp, nqp);
-  for (; j < next_n; ++j) prefetch_rows<V>(next_k[j], next_v[j], hd);
+  for (; j < next_n; ++j) prefetch_elements<V>(next_k[j], hd);
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t q = nq; q < nqp; ++q) st[i * nqp + q] = 0.0f;
   }
 }
 
-// O[q][d0 .. d0 + DV*L) = O * alpha[q] + sum_j P[j][q] * V[j][voff..], for NQ queries at once.
+// O[q][d0 .. d0 + DV*L) = O * alpha[q] + sum_j P[j][q] * V[j][voff..], for NQ queries at once. With key
+// j, the same columns of row pf[j] (j < pf_n: the next block's V rows, decode) are asked for.
 template <class V, int DV, int NQ, class E>
 inline void values_kernel(float* o, int hd, const float* alpha, const float* st, int64_t nqp, int q0,
-                          const E* const* vp, int64_t n, int d0, int voff) {
+                          const E* const* vp, int64_t n, int d0, int voff, const E* const* pf, int64_t pf_n) {
   typename V::R acc[NQ][DV];
   for (int a = 0; a < NQ; ++a) {
     const typename V::R s = V::set1(alpha[q0 + a]);
     for (int v = 0; v < DV; ++v) acc[a][v] = V::mul(V::load(o + (q0 + a) * hd + d0 + v * V::L), s);
   }
   for (int64_t j = 0; j < n; ++j) {
+    if (j < pf_n) prefetch_elements<V>(pf[j] + voff, DV * V::L);
     typename V::R x[DV];
     for (int v = 0; v < DV; ++v) x[v] = V::load(vp[j] + voff + v * V::L);
     for (int a = 0; a < NQ; ++a) {
@@ -181,21 +188,33 @@ inline void values_kernel(float* o, int hd, const float* alpha, const float* st,
 // each DV*L-wide column slice of the block is first copied into one contiguous buffer: cache rows are
 // 2 KiB apart (every KV head of a position), so the same slice of 64 rows falls into a few L1 sets and
 // would be evicted between the passes.
+// The first query group's pass also asks for the next block's V columns (pf, pf_n; decode), so a decode
+// step keeps its KV reads in flight through the values as through the scores.
 template <class V, int DV, class E>
 inline void values_queries(float* o, int hd, const float* alpha, const float* st, int64_t nqp, int nq,
-                           const E* const* rows, int64_t n, int d0, int voff) {
+                           const E* const* rows, int64_t n, int d0, int voff, const E* const* pf,
+                           int64_t pf_n) {
   int q = 0;
+  const auto next = [&] {  // only the first call asks
+    const int64_t c = pf_n;
+    pf_n = 0;
+    return c;
+  };
   if constexpr (V::kRegs >= 32 && DV <= 4) {
-    for (; q + 6 <= nq; q += 6) values_kernel<V, DV, 6>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
-    for (; q + 4 <= nq; q += 4) values_kernel<V, DV, 4>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
+    for (; q + 6 <= nq; q += 6)
+      values_kernel<V, DV, 6>(o, hd, alpha, st, nqp, q, rows, n, d0, voff, pf, next());
+    for (; q + 4 <= nq; q += 4)
+      values_kernel<V, DV, 4>(o, hd, alpha, st, nqp, q, rows, n, d0, voff, pf, next());
   }
-  for (; q + 2 <= nq; q += 2) values_kernel<V, DV, 2>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
-  for (; q < nq; ++q) values_kernel<V, DV, 1>(o, hd, alpha, st, nqp, q, rows, n, d0, voff);
+  for (; q + 2 <= nq; q += 2)
+    values_kernel<V, DV, 2>(o, hd, alpha, st, nqp, q, rows, n, d0, voff, pf, next());
+  for (; q < nq; ++q) values_kernel<V, DV, 1>(o, hd, alpha, st, nqp, q, rows, n, d0, voff, pf, next());
 }
 
 template <class V, int DV, class E>
 inline void values_all(float* o, int hd, const float* alpha, const float* st, int64_t nqp, int nq,
-                       const E* const* vp, int64_t n, float* pack, const float** pack_rows) {
+                       const E* const* vp, int64_t n, float* pack, const float** pack_rows,
+                       const E* const* pf, int64_t pf_n) {
   constexpr int kW = DV * V::L;
   for (int d0 = 0; d0 < hd; d0 += kW) {
     if (pack != nullptr) {
@@ -204,9 +223,10 @@ inline void values_all(float* o, int hd, const float* alpha, const float* st, in
         for (int v = 0; v < DV; ++v) V::store(pack + j * kW + v * V::L, V::load(vp[j] + d0 + v * V::L));
         pack_rows[j] = pack + j * kW;
       }
-      values_queries<V, DV>(o, hd, alpha, st, nqp, nq, pack_rows, n, d0, 0);
+      values_queries<V, DV>(o, hd, alpha, st, nqp, nq, pack_rows, n, d0, 0,
+                            static_cast<const float* const*>(nullptr), 0);
     } else {
-      values_queries<V, DV>(o, hd, alpha, st, nqp, nq, vp, n, d0, d0);
+      values_queries<V, DV>(o, hd, alpha, st, nqp, nq, vp, n, d0, d0, pf, pf_n);
     }
   }
 }
@@ -303,7 +323,7 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
         scores_group<V, 1>(qtc, nqp, hd, ck, n, stc);
       }
     }
-    if (dot_form) scores_dot<V>(qr.data(), nq, hd, ck, n, st.data(), nqp, nk, nv, next_n);
+    if (dot_form) scores_dot<V>(qr.data(), nq, hd, ck, n, st.data(), nqp, nk, next_n);
     if (ks < all_lo || ke > all_hi) {
       constexpr float kNegInf = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < n; ++j) {
@@ -331,15 +351,15 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
       V::store(l.data() + c, V::fma(V::load(l.data() + c), a, sum));
     }
     if (V::kRegs >= 32 && (hd / V::L) % 4 == 0) {
-      values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows);
+      values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows, nv, next_n);
     } else if ((hd / V::L) % 8 == 0) {
-      values_all<V, 8>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows);
+      values_all<V, 8>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows, nv, next_n);
     } else if ((hd / V::L) % 4 == 0) {
-      values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows);
+      values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows, nv, next_n);
     } else if ((hd / V::L) % 2 == 0) {
-      values_all<V, 2>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows);
+      values_all<V, 2>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows, nv, next_n);
     } else {
-      values_all<V, 1>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows);
+      values_all<V, 1>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows, nv, next_n);
     }
     if (dot_form) {
       std::swap(ck, nk);
@@ -387,16 +407,16 @@ void run(const AttentionShape& sh, std::span<const AttentionTask> tasks, ThreadP
     const int task = static_cast<int>(ti);
     const int64_t lo = row_lo(t, t.first_pos), pos = t.first_pos;
     if (t.rows == 1 && pos - lo + 1 > kSplitKeys) {
-      // Part-major, KV head minor: the threads take the heads of one key range at the same time, so the
-      // cache lines holding a position's K and V rows (every head side by side) are read from memory once.
+      // One item per part with every KV head, taken in turn on one thread (each thread then reads whole
+      // rows of its own key range). With 512-key parts, 5-14% faster at 8k-32k keys than one item per
+      // (1,024-key part, head), whose threads read alternate halves of the same rows (bench/RESULTS.md,
+      // session 18).
       const int64_t first_b = lo / kSplitKeys * kSplitKeys;
       const int64_t n_parts = (pos - first_b) / kSplitKeys + 1;
       for (int h = 0; h < sh.num_kv_heads; ++h) merges.push_back({task, h, parts + h * n_parts, n_parts});
       for (int64_t b = first_b, pi = 0; b <= pos; b += kSplitKeys, ++pi) {
         const int64_t from = std::max(b, lo), to = std::min(b + kSplitKeys - 1, pos);
-        for (int h = 0; h < sh.num_kv_heads; ++h) {
-          items.push_back({task, h, 0, 1, to - from + 1, from, to, parts + h * n_parts + pi});
-        }
+        items.push_back({task, 0, 0, 1, to - from + 1, from, to, parts + pi, sh.num_kv_heads, n_parts});
       }
       parts += sh.num_kv_heads * n_parts;
       continue;
@@ -413,10 +433,15 @@ void run(const AttentionShape& sh, std::span<const AttentionTask> tasks, ThreadP
   float* part_data = partials.data();
   pool.run(list.size(), [&](size_t i) {
     const AttentionTask& t = tasks[static_cast<size_t>(list[i].task)];
-    if (t.kv_dtype == KvDtype::kBf16) {
-      run_item<V, uint16_t>(sh, t, list[i], part_data);
-    } else {
-      run_item<V, float>(sh, t, list[i], part_data);
+    for (int h = 0; h < list[i].heads; ++h) {
+      Item it = list[i];
+      it.kv_head += h;
+      if (it.part >= 0) it.part += h * it.part_stride;
+      if (t.kv_dtype == KvDtype::kBf16) {
+        run_item<V, uint16_t>(sh, t, it, part_data);
+      } else {
+        run_item<V, float>(sh, t, it, part_data);
+      }
     }
   });
   if (merges.empty()) return;

@@ -136,8 +136,10 @@ std::vector<Case> cases() {
       v.push_back({sh, Layout::kBlocks, start, rows, 0, 1.0f});
       for (int64_t window : {2, 17, 64, 100}) v.push_back({sh, Layout::kRing, start, rows, window, 1.0f});
     }
-    // Decode rows long enough to be split across key ranges (parts of 1,024 keys), then merged (two
-    // shapes only: the reference is slow over thousands of keys).
+    // Decode rows long enough to be split across key ranges (parts of 512 keys, each part's KV heads
+    // on one thread), then merged: two parts for every shape, many for two (the reference is slow over
+    // thousands of keys).
+    v.push_back({sh, Layout::kBlocks, 700, 1, 0, 1.0f});
     if (sh.head_dim == 256) v.push_back({sh, Layout::kBlocks, 2500, 1, 0, 1.0f});
     if (sh.head_dim == 64) v.push_back({sh, Layout::kBlocks, 4097, 1, 0, 4.0f});
     // Peaked softmax (large scores), long context.
