@@ -408,7 +408,7 @@ void run(const AttentionShape& sh, std::span<const AttentionTask> tasks, ThreadP
     const int64_t lo = row_lo(t, t.first_pos), pos = t.first_pos;
     if (t.rows == 1 && pos - lo + 1 > kSplitKeys) {
       // One item per part with every KV head, taken in turn on one thread (each thread then reads whole
-      // rows of its own key range). With 512-key parts, 5-14% faster at 8k-32k keys than one item per
+      // rows of its own key range). With 512-key parts, 6-14% faster at 8k-32k keys than one item per
       // (1,024-key part, head), whose threads read alternate halves of the same rows (bench/RESULTS.md,
       // session 18).
       const int64_t first_b = lo / kSplitKeys * kSplitKeys;
