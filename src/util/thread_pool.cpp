@@ -31,8 +31,8 @@ ThreadPool::ThreadPool(int n_threads, int spin_iterations)
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-    generation_.fetch_add(1, std::memory_order_release);
+    stopping_.store(true);
+    generation_.fetch_add(2);  // stays even: spinning workers see a change, and stop
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
@@ -41,41 +41,64 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::work_on_current_job() {
   const auto& fn = *job_;
   for (;;) {
-    size_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
+    const size_t task = next_task_.fetch_add(1);
     if (task >= job_tasks_) break;
     fn(task);
   }
 }
 
+void ThreadPool::leave_job() {
+  if (busy_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_.notify_all();
+  }
+}
+
+void ThreadPool::wait_for_workers() {
+  for (int spun = 0; busy_.load() != 0;) {
+    if (spun < spin_iterations_) {
+      cpu_relax();
+      ++spun;
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    caller_sleeping_.store(true);
+    done_.wait(lock, [&] { return busy_.load() == 0; });
+    caller_sleeping_.store(false);
+  }
+}
+
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
+  const auto ready = [&](uint64_t gen) { return gen != seen && gen % 2 == 0; };
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
     int spun = 0;
-    for (; gen == seen && spun < spin_iterations_; ++spun) {
+    for (; !ready(gen) && spun < spin_iterations_; ++spun) {
       cpu_relax();
       gen = generation_.load(std::memory_order_acquire);
     }
-    if (gen == seen) {
+    idle_spins_.fetch_add(static_cast<uint64_t>(spun), std::memory_order_relaxed);
+    if (!ready(gen)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      idle_spins_ += static_cast<uint64_t>(spun);
-      spun = 0;
-      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-      gen = generation_.load(std::memory_order_acquire);
+      sleepers_.fetch_add(1);
+      wake_.wait(lock, [&] {
+        gen = generation_.load();
+        return ready(gen) || stopping_.load();
+      });
+      sleepers_.fetch_sub(1);
+    }
+    if (stopping_.load()) return;
+    busy_.fetch_add(1);
+    // All seq_cst: either run() sees this worker in busy_ before it writes the next job, or this check
+    // sees run() has started writing it (an odd generation, or a later one) and the worker backs off.
+    if (generation_.load() != gen) {
+      leave_job();
+      continue;
     }
     seen = gen;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      idle_spins_ += static_cast<uint64_t>(spun);
-      if (stopping_) return;
-      if (job_ == nullptr) continue;
-      ++busy_workers_;
-    }
     work_on_current_job();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--busy_workers_ == 0) done_.notify_all();
-    }
+    leave_job();
   }
 }
 
@@ -85,20 +108,20 @@ void ThreadPool::run(size_t n_tasks, const std::function<void(size_t)>& fn) {
     for (size_t t = 0; t < n_tasks; ++t) fn(t);
     return;
   }
-  {
+  generation_.fetch_add(1);  // odd: the job is being written
+  wait_for_workers();        // a worker late for the previous job leaves it first
+  job_ = &fn;
+  job_tasks_ = n_tasks;
+  next_task_.store(0);
+  generation_.fetch_add(1);  // even: ready
+  if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_tasks_ = n_tasks;
-    next_task_.store(0, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    wake_.notify_all();
   }
-  wake_.notify_all();
   work_on_current_job();
-  std::unique_lock<std::mutex> lock(mutex_);
-  // A worker that has not yet picked the job up will find no tasks left; clearing job_ under the lock
-  // after the busy ones finish means no worker can still be inside fn when we return.
-  done_.wait(lock, [&] { return busy_workers_ == 0; });
-  job_ = nullptr;
+  // Every task has been claimed, and each claimer entered busy_ before claiming, so once busy_ is 0 no
+  // worker is inside fn and none can claim a task of this job again.
+  wait_for_workers();
 }
 
 void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
@@ -112,8 +135,7 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
 }
 
 uint64_t ThreadPool::idle_spins() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return idle_spins_;
+  return idle_spins_.load(std::memory_order_relaxed);
 }
 
 int ThreadPool::default_threads() {

@@ -47,20 +47,29 @@ class ThreadPool {
  private:
   void worker_loop();
   void work_on_current_job();
+  void leave_job();
+  void wait_for_workers();
 
   int n_threads_;
   int spin_iterations_;
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
+  // A job is handed over without a lock (a decode step runs hundreds of them, a few microseconds
+  // each): run() makes generation_ odd while it writes job_ / job_tasks_ / next_task_ and even once
+  // they are ready; a worker announces itself in busy_ and then checks the generation is the one it
+  // saw, so it never reads a job that is being written, and run() never returns while a worker that
+  // may still claim a task is inside. The mutex and condition variables are only for sleeping.
   const std::function<void(size_t)>* job_ = nullptr;
   size_t job_tasks_ = 0;
   std::atomic<size_t> next_task_{0};
   std::atomic<uint64_t> generation_{0};
-  int busy_workers_ = 0;
-  uint64_t idle_spins_ = 0;  // guarded by mutex_
-  bool stopping_ = false;
+  std::atomic<int> busy_{0};
+  std::atomic<int> sleepers_{0};          // workers blocked on wake_
+  std::atomic<bool> caller_sleeping_{false};  // run() blocked on done_
+  std::atomic<uint64_t> idle_spins_{0};
+  std::atomic<bool> stopping_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
 };
 
 }  // namespace spark

@@ -27,6 +27,33 @@ TEST(ThreadPool, RunsEveryTaskExactlyOnce) {
     }
 }
 
+// Jobs handed over without a lock (generation, busy count): many short jobs back to back, more threads
+// than cores, each job's function a fresh object on the caller's stack. No task of a job may run after
+// run() returned (it would touch a dead function and the next job's counters), and every task runs once.
+TEST(ThreadPool, ShortJobsBackToBackNeverLeakIntoTheNextJob) {
+  for (int spin : {ThreadPool::kComputeSpin, ThreadPool::kSleepAtOnce, 50}) {
+    for (int threads : {2, 3, 8}) {
+      ThreadPool pool(threads, spin);
+      std::atomic<int> current{-1}, stale{0};
+      int64_t total = 0;
+      for (int job = 0; job < 3000; ++job) {
+        const size_t n = 2 + static_cast<size_t>(job % 5);
+        std::vector<std::atomic<int>> hits(n);
+        current.store(job);
+        pool.run(n, [&hits, &current, &stale, job](size_t t) {
+          if (current.load() != job) stale.fetch_add(1);
+          hits[t].fetch_add(1);
+        });
+        current.store(-1);
+        for (size_t i = 0; i < n; ++i) total += hits[i].load() == 1 ? 1 : 1000000;
+        if (job % 500 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // workers may sleep
+      }
+      EXPECT_EQ(stale.load(), 0) << "spin " << spin << ", " << threads << " threads";
+      EXPECT_EQ(total, 3000 * 4) << "a task ran twice or not at all (spin " << spin << ", " << threads << ")";
+    }
+  }
+}
+
 TEST(ThreadPool, ParallelForCoversTheRangeWithoutOverlap) {
   ThreadPool pool(4);
   std::vector<int> seen(1001, 0);
