@@ -40,6 +40,8 @@ struct Options {
   int heads = 8, kv_heads = 2, head_dim = 256;
   int layers = 7;  // full layers sharing a page (the 1.7B shape: 7)
   KvDtype kv_dtype = KvDtype::kF32;
+  std::string kv_layout = "cache";  // cache (as the KV cache: heads for bf16, rows for f32), rows, heads
+  bool head_major = false;          // a block's rows grouped by KV head
   int64_t prefix = 2048, rows = 32, window = 512;
   std::vector<int64_t> depths{1024, 8192};
 };
@@ -128,7 +130,8 @@ std::vector<Keys> make_keys(const Options& o, int64_t n, int64_t rows, int64_t w
       for (int64_t p = 0; p < n; p += bs) {
         const int64_t base = order[static_cast<size_t>(p / bs)] * page + layer * 2 * bs * kv_dim;
         keys[static_cast<size_t>(layer)].spans.push_back(
-            {p, std::min(bs, n - p), at(base), at(base + bs * kv_dim), kv_dim});
+            {p, std::min(bs, n - p), at(base), at(base + bs * kv_dim), o.head_major ? o.head_dim : kv_dim,
+             o.head_major ? bs * o.head_dim : 0});
       }
     }
   }
@@ -191,12 +194,19 @@ int main(int argc, char** argv) {
   app.add_option("--kv-dtype", o.kv_dtype, "K/V element type: f32 or bf16")
       ->transform(CLI::CheckedTransformer(
           std::map<std::string, KvDtype>{{"f32", KvDtype::kF32}, {"bf16", KvDtype::kBf16}}));
+  app.add_option(
+         "--kv-layout", o.kv_layout,
+         "a full-layer block's rows: cache (as the KV cache keeps them: heads with bf16, rows with f32), "
+         "heads (each KV head's positions contiguous) or rows (every KV head of a position side by side)")
+      ->check(CLI::IsMember({"cache", "heads", "rows"}));
   app.add_option("--depths", o.depths, "decode depths (keys before the decoded row)")->delimiter(',');
   CLI11_PARSE(app, argc, argv);
+  o.head_major = o.kv_layout == "heads" || (o.kv_layout == "cache" && o.kv_dtype == KvDtype::kBf16);
   ThreadPool pool(o.threads);
   std::mt19937 rng(7);
-  std::printf("tier %s, %d threads, %d/%d heads x %d, KV %s\n", isa_name(active_isa()), o.threads, o.heads,
-              o.kv_heads, o.head_dim, o.kv_dtype == KvDtype::kBf16 ? "bf16" : "f32");
+  std::printf("tier %s, %d threads, %d/%d heads x %d, KV %s, blocks by %s\n", isa_name(active_isa()),
+              o.threads, o.heads, o.kv_heads, o.head_dim, o.kv_dtype == KvDtype::kBf16 ? "bf16" : "f32",
+              o.head_major ? "head" : "row");
   const double pair_flops = 4.0 * o.heads * o.head_dim;
   // The ceilings in the same run (same load): streaming read over 4x the last-level cache, f32 FMA peak,
   // best of 5 single passes each, as the kernels' timings are the fastest repetition.

@@ -21,9 +21,10 @@ enum class KvDtype : uint8_t { kF32, kBf16 };
 struct KvSpan {
   int64_t pos = 0;          // position of the first row
   int64_t count = 0;        // rows
-  const void* k = nullptr;  // KV head h of row i: k + i * stride + h * head_dim (in elements)
+  const void* k = nullptr;  // KV head h of row i: k + i * stride + h * head_stride (in elements)
   const void* v = nullptr;
-  int64_t stride = 0;  // elements between consecutive rows
+  int64_t stride = 0;       // elements between consecutive rows
+  int64_t head_stride = 0;  // elements between KV heads of a row; 0: head_dim (heads side by side)
 };
 
 // One sequence's chunk: query row r sits at position first_pos + r and attends to the keys at positions

@@ -24,7 +24,6 @@ void attention_ref(const AttentionShape& shape, const AttentionTask& task) {
     const int64_t lo = task.window > 0 ? std::max<int64_t>(0, pos - task.window + 1) : 0;
     for (int h = 0; h < shape.num_heads; ++h) {
       const float* q = task.q + r * task.q_stride + static_cast<int64_t>(h) * hd;
-      const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
       scores.assign(static_cast<size_t>(pos - lo + 1), 0.0);
       std::fill(acc.begin(), acc.end(), 0.0);
       double max_score = -std::numeric_limits<double>::infinity();
@@ -32,6 +31,7 @@ void attention_ref(const AttentionShape& shape, const AttentionTask& task) {
       for (int pass = 0; pass < 2; ++pass) {
         int64_t seen = 0;
         for (const KvSpan& s : task.kv) {
+          const int64_t kv_off = static_cast<int64_t>(h / group) * (s.head_stride != 0 ? s.head_stride : hd);
           for (int64_t i = 0; i < s.count; ++i) {
             const int64_t kp = s.pos + i;
             if (kp < lo || kp > pos) continue;

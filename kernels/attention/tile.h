@@ -289,8 +289,9 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
     for (int64_t p = ks; p <= ke; ++p) {
       while (p >= t.kv[span].pos + t.kv[span].count) ++span;
       const KvSpan& s = t.kv[span];
-      kd[p - ks] = static_cast<const E*>(s.k) + (p - s.pos) * s.stride + kv_off;
-      vd[p - ks] = static_cast<const E*>(s.v) + (p - s.pos) * s.stride + kv_off;
+      const int64_t off = (p - s.pos) * s.stride + it.kv_head * (s.head_stride != 0 ? s.head_stride : hd);
+      kd[p - ks] = static_cast<const E*>(s.k) + off;
+      vd[p - ks] = static_cast<const E*>(s.v) + off;
     }
   };
   const E** ck = kp.data();

@@ -26,6 +26,7 @@ KvPagePool::KvPagePool(const ModelConfig& config, int block_size, int64_t budget
                        KvDtype dtype)
     : block_size_(block_size),
       kv_dim_(config.kv_dim()),
+      head_dim_(config.head_dim),
       num_full_layers_(config.num_full_layers()),
       num_sliding_layers_(config.num_sliding_layers()),
       ring_capacity_(config.sliding_window - 1),
@@ -245,7 +246,8 @@ int64_t SequenceKv::ring_bytes() const {
 void* SequenceKv::full_entry(int full_layer, int64_t pos, int kv) {
   const int bs = pool_.block_size();
   return pool_.element(blocks_[static_cast<size_t>(pos / bs)],
-                       ((static_cast<int64_t>(full_layer) * 2 + kv) * bs + pos % bs) * pool_.kv_dim());
+                       (static_cast<int64_t>(full_layer) * 2 + kv) * bs * pool_.kv_dim() +
+                           (pos % bs) * pool_.full_row_stride());
 }
 
 void* SequenceKv::ring_entry(int sliding_layer, int64_t pos, int kv) {

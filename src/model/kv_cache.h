@@ -2,7 +2,12 @@
 // single byte budget covers everything:
 //  - a page holds block_size positions of K and V for every full-attention layer (a "block"); a
 //    sequence's full layers are a table of such blocks, shareable between sequences (refcounted) so a
-//    prefix cache can hand complete blocks to a new sequence without copying;
+//    prefix cache can hand complete blocks to a new sequence without copying. A block is
+//    [layer][K, V][position][kv_dim] with f32 elements; with bf16 ones each KV head's block_size rows
+//    are contiguous instead ([layer][K, V][head][position][head_dim]). A decode step reads one head at
+//    a time: with bf16 a head's row is a short piece (512 bytes on the 1.7B), and runs of a whole
+//    block of them read 1.08-1.14x faster; f32 pieces are long enough already, and grouping them was
+//    2-4% slower (spark-attention-bench --kv-layout, bench/RESULTS.md, session 19);
 //  - sliding layers only ever look back window-1 positions, so a sequence keeps a ring of exactly
 //    window-1 entries per sliding layer (laid over as few pages as hold them). The positions of the chunk
 //    being computed are read from the chunk itself, and its tail is copied into the ring afterwards;
@@ -51,6 +56,14 @@ class KvPagePool {
 
   int block_size() const { return block_size_; }
   int kv_dim() const { return kv_dim_; }
+  int head_dim() const { return head_dim_; }
+  // Inside a full layer's block: elements between consecutive positions of one KV head, and between
+  // the KV heads of one position (see the top of this file).
+  bool full_heads_grouped() const { return dtype_ == KvDtype::kBf16; }
+  int64_t full_row_stride() const { return full_heads_grouped() ? head_dim_ : kv_dim_; }
+  int64_t full_head_stride() const {
+    return full_heads_grouped() ? static_cast<int64_t>(block_size_) * head_dim_ : head_dim_;
+  }
   int num_full_layers() const { return num_full_layers_; }
   int num_sliding_layers() const { return num_sliding_layers_; }
   int ring_capacity() const { return ring_capacity_; }
@@ -96,6 +109,7 @@ class KvPagePool {
  private:
   int block_size_;
   int kv_dim_;
+  int head_dim_;
   int num_full_layers_;
   int num_sliding_layers_;
   int ring_capacity_;
@@ -157,6 +171,8 @@ class SequenceKv {
   void* capture_values(int sliding_layer, int64_t pos) { return capture_entry(sliding_layer, pos, 1); }
 
   int ring_capacity() const { return pool_.ring_capacity(); }
+  // Full layers: head 0 of position `pos`; head h is pool().full_head_stride() elements further.
+  // Rings and captures: whole rows of kv_dim elements.
   void* full_keys(int full_layer, int64_t pos) { return full_entry(full_layer, pos, 0); }
   void* full_values(int full_layer, int64_t pos) { return full_entry(full_layer, pos, 1); }
   void* ring_keys(int sliding_layer, int64_t pos) { return ring_entry(sliding_layer, pos, 0); }

@@ -224,13 +224,20 @@ void SparkModel::store_kv(const Layer& layer, std::span<const SequenceChunk> chu
     const int64_t ring_first = sliding ? std::max<int64_t>(0, ch.num_tokens - ch.kv->ring_capacity()) : 0;
     // f32: the K and V floats of the step's qkv row; bf16: the rounded copy made by round_kv.
     const bool bf16 = ch.kv->pool().dtype() == KvDtype::kBf16;
+    // Rings and captures take whole rows; a full layer's block may keep each KV head's rows apart.
+    const int64_t esize = ch.kv->pool().element_bytes(), hd = config_.head_dim;
+    const int64_t head_stride = sliding ? hd : ch.kv->pool().full_head_stride();
     const auto put = [&](int64_t i, int kv, void* dst) {
       const int64_t r = chunk_begin_[c] + i;
-      if (bf16) {
-        std::memcpy(dst, kv16_.data() + (r * 2 + kv) * kv_dim, static_cast<size_t>(kv_dim) * sizeof(uint16_t));
-      } else {
-        const float* src = qkv_.data() + r * qkv_dim + q_dim + kv * kv_dim;
-        std::copy(src, src + kv_dim, static_cast<float*>(dst));
+      const char* src = bf16 ? reinterpret_cast<const char*>(kv16_.data() + (r * 2 + kv) * kv_dim)
+                             : reinterpret_cast<const char*>(qkv_.data() + r * qkv_dim + q_dim + kv * kv_dim);
+      if (head_stride == hd) {
+        std::memcpy(dst, src, static_cast<size_t>(kv_dim * esize));
+        return;
+      }
+      for (int h = 0; h < config_.num_kv_heads; ++h) {
+        std::memcpy(static_cast<char*>(dst) + h * head_stride * esize, src + h * hd * esize,
+                    static_cast<size_t>(hd * esize));
       }
     };
     for (int64_t i = 0; i < ch.num_tokens; ++i) {
@@ -287,10 +294,17 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
       auto v_at = [&](int64_t kp) {
         return sliding ? ch.kv->ring_values(layer.type_index, kp) : ch.kv->full_values(layer.type_index, kp);
       };
-      // A full layer's block holds its positions contiguously; ring runs are found entry by entry.
-      const int64_t bs = ch.kv->pool().block_size();
-      kernels::KvSpan s{p, sliding ? 1 : std::min(bs - p % bs, start - p), k_at(p), v_at(p), kv_dim};
-      while (p + s.count < start && k_at(p + s.count) == after(s.k, s.count) &&
+      // A full layer's block is one span (its rows may be grouped by KV head); ring runs are found entry
+      // by entry.
+      const KvPagePool& pool_kv = ch.kv->pool();
+      const int64_t bs = pool_kv.block_size();
+      kernels::KvSpan s{p, 1, k_at(p), v_at(p), kv_dim};
+      if (!sliding) {
+        s.count = std::min(bs - p % bs, start - p);
+        s.stride = pool_kv.full_row_stride();
+        s.head_stride = pool_kv.full_head_stride();
+      }
+      while (sliding && p + s.count < start && k_at(p + s.count) == after(s.k, s.count) &&
              v_at(p + s.count) == after(s.v, s.count)) {
         ++s.count;
       }

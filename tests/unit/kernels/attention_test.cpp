@@ -55,7 +55,8 @@ Sequence make_sequence(const Shape& sh, Layout layout, int64_t start, int64_t ro
   Sequence s;
   const int64_t lo = window > 0 ? std::max<int64_t>(0, start - window + 1) : 0;
   if (layout == Layout::kBlocks) {
-    // Blocks of 16 positions in shuffled pages; each page is [K rows | V rows] of its block.
+    // Blocks of 16 positions in shuffled pages, laid out as the KV cache's full layers are: each page is
+    // [K | V] of its block, each of them [KV head][position][head_dim] (a span's head_stride).
     constexpr int64_t bs = 16;
     const int64_t blocks = (start + bs - 1) / bs;
     std::vector<int64_t> page(static_cast<size_t>(blocks));
@@ -66,7 +67,8 @@ Sequence make_sequence(const Shape& sh, Layout layout, int64_t start, int64_t ro
     for (int64_t p = lo; p < start;) {
       const int64_t b = p / bs, n = std::min(bs - p % bs, start - p);
       const float* base = s.cache.data() + page[static_cast<size_t>(b)] * 2 * bs * kv_dim;
-      s.spans.push_back({p, n, base + (p % bs) * kv_dim, base + (bs + p % bs) * kv_dim, kv_dim});
+      s.spans.push_back({p, n, base + (p % bs) * sh.head_dim, base + bs * kv_dim + (p % bs) * sh.head_dim,
+                         sh.head_dim, bs * sh.head_dim});
       p += n;
     }
   } else {

@@ -71,10 +71,22 @@ TEST(KvPagePool, Bf16PagesHoldTheSamePositionsInHalfTheBytes) {
   SequenceKv s(bf16);
   ASSERT_TRUE(s.reserve(40));
   EXPECT_EQ(s.ring_bytes(), cfg.num_sliding_layers() * (cfg.sliding_window - 1) * 2 * cfg.kv_dim() * 2);
-  // Entries are kv_dim bf16 elements apart, inside the page.
-  EXPECT_EQ(static_cast<char*>(s.full_keys(0, 1)) - static_cast<char*>(s.full_keys(0, 0)), cfg.kv_dim() * 2);
+  // Inside a full layer's bf16 block, one KV head's rows are head_dim elements apart and the heads 16 rows
+  // apart; V follows K. f32 blocks keep whole rows. Ring entries are whole rows.
+  EXPECT_EQ(static_cast<char*>(s.full_keys(0, 1)) - static_cast<char*>(s.full_keys(0, 0)), cfg.head_dim * 2);
+  EXPECT_EQ(bf16.full_row_stride(), cfg.head_dim);
+  EXPECT_EQ(bf16.full_head_stride(), 16 * cfg.head_dim);
+  EXPECT_EQ(f32.full_row_stride(), cfg.kv_dim());
+  EXPECT_EQ(f32.full_head_stride(), cfg.head_dim);
+  SequenceKv s32(f32);
+  ASSERT_TRUE(s32.reserve(40));
+  EXPECT_EQ(static_cast<char*>(s32.full_keys(0, 1)) - static_cast<char*>(s32.full_keys(0, 0)),
+            cfg.kv_dim() * 4);
   EXPECT_EQ(static_cast<char*>(s.full_values(0, 0)) - static_cast<char*>(s.full_keys(0, 0)),
             16 * cfg.kv_dim() * 2);
+  EXPECT_EQ(static_cast<char*>(s.full_keys(1, 0)) - static_cast<char*>(s.full_keys(0, 0)),
+            2 * 16 * cfg.kv_dim() * 2);
+  EXPECT_EQ(static_cast<char*>(s.ring_keys(0, 1)) - static_cast<char*>(s.ring_keys(0, 0)), cfg.kv_dim() * 2);
   EXPECT_EQ(parse_kv_cache_dtype("bf16"), KvDtype::kBf16);
   EXPECT_EQ(parse_kv_cache_dtype("f32"), KvDtype::kF32);
   EXPECT_ANY_THROW(parse_kv_cache_dtype("f16"));
