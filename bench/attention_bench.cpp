@@ -6,7 +6,8 @@
 //  - decode at depth D: one row over D full-layer keys; reported as GB/s of K and V read (each KV head's
 //    rows once) against the machine's read bandwidth.
 // Keys live as the KV cache lays them out: 16-position blocks, each page [layer][K, V][16][kv_dim] for
-// all full layers, pages scattered in one arena.
+// all full layers (bf16: [layer][K, V][KV head][16][head_dim]; --kv-layout picks either), pages
+// scattered in one arena.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
