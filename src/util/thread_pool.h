@@ -63,7 +63,7 @@ class ThreadPool {
   std::atomic<size_t> next_task_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> busy_{0};
-  std::atomic<int> sleepers_{0};          // workers blocked on wake_
+  std::atomic<int> sleepers_{0};              // workers blocked on wake_
   std::atomic<bool> caller_sleeping_{false};  // run() blocked on done_
   std::atomic<uint64_t> idle_spins_{0};
   std::atomic<bool> stopping_{false};
