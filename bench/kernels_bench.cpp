@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_stats.h"
 #include "cpu/cpu_features.h"
 #include "gemm/dispatch.h"
 #include "roofline/roofline.h"
@@ -112,11 +113,6 @@ double process_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 int run(const Options& o) {
   ThreadPool pool(o.threads);
   const CpuFeatures& f = cpu_features();
@@ -203,7 +199,7 @@ int run(const Options& o) {
             for (double t : times) total += t;
             if (r >= 2 && total > o.budget_s) break;
           }
-          const double t = median(times);
+          const double t = spark::bench::median(times);
           const double gflops = 2.0 * static_cast<double>(m) * s.n * s.k / t / 1e9;
           const double gbps = static_cast<double>(w.bytes()) / t / 1e9;
           const GemmChoice choice = describe_gemm(format, m, isa, w.bf16_activations);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench_stats.h"
 #include "util/thread_pool.h"
 
 namespace {
@@ -26,11 +27,6 @@ double chain(int n) {
   for (int i = 0; i < n; ++i) x += static_cast<double>(i) * 1e-9;
   sink = x;
   return sink;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace
@@ -58,7 +54,7 @@ int main(int argc, char** argv) {
       for (int j = 0; j < jobs; ++j) pool.run(static_cast<size_t>(threads), [n](size_t) { chain(n); });
       job.push_back(seconds_since(t) / jobs * 1e6);
     }
-    const double a = median(alone), b = median(job);
+    const double a = spark::bench::median(alone), b = spark::bench::median(job);
     std::printf("| %d | %.2f | %.2f | %.2f |\n", n, a, b, b - a);
   }
   return 0;

@@ -21,6 +21,15 @@ inline void prefetch_line(const void* p) {
   _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
 }
 
+// A tile's NB blocks keep their per-group parameters (scales, minima) in runs of `groups` entries of
+// `entry` elements each: a stream of their own beside the weights, which the hardware prefetchers
+// follow poorly. Asks for group g + 1's entry of every block (bench/RESULTS.md, session 20).
+template <int NB, class T>
+inline void prefetch_next_group(const T* params, int64_t groups, int64_t entry, int64_t g) {
+  if (g + 1 >= groups) return;
+  for (int b = 0; b < NB; ++b) prefetch_line(params + (b * groups + g + 1) * entry);
+}
+
 // body(std::integral_constant<int, M>{}) for m activation rows, 1 <= m <= 4: the decode bodies are
 // templates on their row count so the accumulators stay in registers.
 template <class Body>

@@ -119,14 +119,7 @@ struct W4A8Kernel {
         SPARK_UNROLL
         for (int b = 0; b < NB; ++b) acc[i][b] = z;
       }
-      // The next group's scales (half a line per block) are a stream of their own that the hardware
-      // prefetchers follow poorly beside the weights; ask for them a group ahead.
-      if constexpr (MR <= kDecodeMaxM) {
-        if (g + 1 < groups) {
-          SPARK_UNROLL
-          for (int b = 0; b < NB; ++b) prefetch_line(sc + (b * groups + g + 1) * kBlockRows);
-        }
-      }
+      if constexpr (MR <= kDecodeMaxM) prefetch_next_group<NB>(sc, groups, kBlockRows, g);
       // 16 lines of 64 bytes per group and block; line p holds k = 8p..8p+3 (low) and 8p+4..8p+7 (high).
       const uint8_t* wl = wq + g * (kGroupSize / 8) * 64;
       const int8_t* xg = xq + g * kGroupSize;

@@ -115,14 +115,7 @@ struct W4A16Bf16Kernel {
           for (int t = 0; t < C; ++t) acc[i][b][t] = _mm512_setzero_ps();
         }
       }
-      // The next group's scales and minima are one line per block, a stream of its own that the
-      // hardware prefetchers follow poorly beside the weights; ask for it a group ahead.
-      if constexpr (MR <= kDecodeMaxM) {
-        if (g + 1 < groups) {
-          SPARK_UNROLL
-          for (int b = 0; b < NB; ++b) prefetch_line(params + (b * groups + g + 1) * 2 * kBlockRows);
-        }
-      }
+      if constexpr (MR <= kDecodeMaxM) prefetch_next_group<NB>(params, groups, 2 * kBlockRows, g);
       for (int64_t l = g * kLinesPerGroup; l < (g + 1) * kLinesPerGroup; ++l) {
         SPARK_UNROLL
         for (int b = 0; b < NB; ++b) {
