@@ -675,6 +675,14 @@ class SchemaCompiler {
     // a client decodes as one U+FFFD per byte, and that breaks maxLength.
     ExprId raw = b_.alt({b_.bytes(text_ascii()), b_.codepoints(0x80, 0x10FFFF)});
     ExprId hex = b_.bytes({{'0', '9'}, {'A', 'F'}, {'a', 'f'}});
+    // \u escapes of Unicode scalar values only. RFC 8259's grammar also takes a lone surrogate, but strict
+    // parsers (nlohmann, serde_json) refuse such a text; a pair is one character, as maxLength counts.
+    ExprId d = b_.bytes({{'D', 'D'}, {'d', 'd'}});
+    ExprId bmp = b_.alt({b_.seq({b_.bytes({{'0', '9'}, {'A', 'C'}, {'E', 'F'}, {'a', 'c'}, {'e', 'f'}}),
+                                 b_.repeat(hex, 3, 3)}),
+                         b_.seq({d, b_.bytes({{'0', '7'}}), b_.repeat(hex, 2, 2)})});
+    ExprId pair = b_.seq({d, b_.bytes({{'8', '9'}, {'A', 'B'}, {'a', 'b'}}), b_.repeat(hex, 2, 2),
+                          b_.literal("\\u"), d, b_.bytes({{'C', 'F'}, {'c', 'f'}}), b_.repeat(hex, 2, 2)});
     ExprId esc = b_.seq({b_.byte('\\'), b_.alt({b_.bytes({{'"', '"'},
                                                           {'\\', '\\'},
                                                           {'/', '/'},
@@ -683,7 +691,7 @@ class SchemaCompiler {
                                                           {'n', 'n'},
                                                           {'r', 'r'},
                                                           {'t', 't'}}),
-                                                b_.seq({b_.byte('u'), b_.repeat(hex, 4, 4)})})});
+                                                b_.seq({b_.byte('u'), b_.alt({bmp, pair})})})});
     string_char_ = b_.alt({raw, esc});
     return string_char_;
   }
