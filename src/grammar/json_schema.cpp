@@ -15,9 +15,17 @@
 #include "grammar/json_validate.h"
 #include "grammar/product.h"
 #include "grammar/regex.h"
+#include "grammar/table_cache.h"
 #include "spark/error.h"
 
 namespace spark::grammar {
+
+DfaTableCache& counted_string_tables() {
+  // A request may name any length up to kMaxCountedDfa, and a table of 256 characters is ~0.5 MB: the
+  // earlier bound of 4096 tables could keep 2 GB for the process's life.
+  static DfaTableCache cache(size_t{64} << 20);
+  return cache;
+}
 
 namespace {
 
@@ -793,18 +801,11 @@ class SchemaCompiler {
     // The shared tables count `<` as plain text: strings that must escape it keep their own characters.
     if (options_.escape_lt)
       return b_.seq({b_.repeat(raw ? raw_char() : string_char(), min_len, max_len), b_.byte('"')});
-    static std::mutex mutex;
-    static std::map<std::tuple<int, int, bool>, std::shared_ptr<const DfaTable>> cache;
-    std::shared_ptr<const DfaTable> table;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      auto it = cache.find({min_len, max_len, raw});
-      if (it != cache.end()) table = it->second;
-    }
+    DfaTableCache& cache = counted_string_tables();
+    std::shared_ptr<const DfaTable> table = cache.find({min_len, max_len, raw});
     if (!table) {
       table = counted_table(min_len, max_len, raw);
-      std::lock_guard<std::mutex> lock(mutex);
-      if (cache.size() < 4096) cache.emplace(std::make_tuple(min_len, max_len, raw), table);
+      cache.insert({min_len, max_len, raw}, table);
     }
     return b_.dfa(table, {b_.byte('"')});
   }

@@ -60,4 +60,9 @@ Grammar choice_grammar(const std::vector<std::string>& choices);
 // A regular expression matched in full.
 Grammar regex_grammar(std::string_view pattern);
 
+class DfaTableCache;
+// The automata of length-bounded strings, shared by every schema of the process (64 MiB at most, least
+// recently used out first).
+DfaTableCache& counted_string_tables();
+
 }  // namespace spark::grammar
