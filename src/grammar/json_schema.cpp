@@ -6,11 +6,9 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <tuple>
 
 #include "grammar/json_validate.h"
 #include "grammar/product.h"
