@@ -7,6 +7,22 @@
 
 namespace spark::grammar {
 
+size_t dfa_table_bytes(const DfaTable& table) {
+  size_t bytes = sizeof(DfaTable) + table.edges.capacity() * sizeof(table.edges[0]) +
+                 (table.exit.capacity() + table.plain.capacity()) * sizeof(int32_t);
+  for (const auto& edges : table.edges) bytes += edges.capacity() * sizeof(DfaTable::Edge);
+  return bytes;
+}
+
+size_t grammar_bytes(const Grammar& g) {
+  size_t bytes = sizeof(Grammar) + g.states.capacity() * sizeof(Grammar::State) +
+                 g.edges.capacity() * sizeof(Grammar::Edge) +
+                 (g.closure.capacity() + g.rule_start.capacity()) * sizeof(uint32_t) +
+                 g.rule_names.capacity() * sizeof(std::string);
+  for (const std::string& name : g.rule_names) bytes += name.capacity();
+  return bytes;
+}
+
 GrammarBuilder::GrammarBuilder() {
   empty_ = add({Node::kEmpty, {}, {}});
   nothing_ = add({Node::kNothing, {}, {}});

@@ -33,6 +33,9 @@ struct DfaTable {
   std::vector<int32_t> plain;
 };
 
+// The heap bytes a table holds (its edge lists, exits and plain-text counts).
+size_t dfa_table_bytes(const DfaTable& table);
+
 class GrammarBuilder {
  public:
   GrammarBuilder();
@@ -116,6 +119,9 @@ struct Grammar {
     return -1;
   }
 };
+
+// The heap bytes a compiled grammar holds.
+size_t grammar_bytes(const Grammar& grammar);
 
 // Compiles `root` and every rule reachable from it. Throws spark::Error when an undefined rule is called or
 // the automaton would exceed `max_states`.

@@ -13,7 +13,6 @@
 #include "grammar/json_validate.h"
 #include "grammar/product.h"
 #include "grammar/regex.h"
-#include "grammar/table_cache.h"
 #include "spark/error.h"
 
 namespace spark::grammar {
@@ -21,7 +20,7 @@ namespace spark::grammar {
 DfaTableCache& counted_string_tables() {
   // A request may name any length up to kMaxCountedDfa, and a table of 256 characters is ~0.5 MB: the
   // earlier bound of 4096 tables could keep 2 GB for the process's life.
-  static DfaTableCache cache(size_t{64} << 20);
+  static DfaTableCache cache(std::numeric_limits<size_t>::max(), size_t{64} << 20);
   return cache;
 }
 
@@ -800,10 +799,10 @@ class SchemaCompiler {
     if (options_.escape_lt)
       return b_.seq({b_.repeat(raw ? raw_char() : string_char(), min_len, max_len), b_.byte('"')});
     DfaTableCache& cache = counted_string_tables();
-    std::shared_ptr<const DfaTable> table = cache.find({min_len, max_len, raw});
+    std::shared_ptr<const DfaTable> table = cache.get({min_len, max_len, raw}).value_or(nullptr);
     if (!table) {
       table = counted_table(min_len, max_len, raw);
-      cache.insert({min_len, max_len, raw}, table);
+      cache.put({min_len, max_len, raw}, table, dfa_table_bytes(*table));
     }
     return b_.dfa(table, {b_.byte('"')});
   }

@@ -21,8 +21,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include "grammar/grammar.h"
+#include "util/lru_cache.h"
 
 namespace spark::grammar {
 
@@ -60,9 +62,10 @@ Grammar choice_grammar(const std::vector<std::string>& choices);
 // A regular expression matched in full.
 Grammar regex_grammar(std::string_view pattern);
 
-class DfaTableCache;
-// The automata of length-bounded strings, shared by every schema of the process (64 MiB at most, least
-// recently used out first).
+// The automata of length-bounded strings, by (min, max, raw), shared by every schema of the process
+// (64 MiB at most, least recently used out first). A grammar keeps its own copy of the states it embeds,
+// so a table leaving the cache never leaves a grammar without them.
+using DfaTableCache = util::LruCache<std::tuple<int, int, bool>, std::shared_ptr<const DfaTable>>;
 DfaTableCache& counted_string_tables();
 
 }  // namespace spark::grammar

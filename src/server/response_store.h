@@ -5,12 +5,11 @@
 #pragma once
 
 #include <cstddef>
-#include <list>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <unordered_map>
+
+#include "util/lru_cache.h"
 
 namespace spark {
 
@@ -24,33 +23,21 @@ struct StoredResponse {
 
 class ResponseStore {
  public:
-  ResponseStore(size_t max_count, size_t max_bytes) : max_count_(max_count), max_bytes_(max_bytes) {}
+  ResponseStore(size_t max_count, size_t max_bytes) : entries_(max_count, max_bytes) {}
 
-  bool enabled() const { return max_count_ > 0 && max_bytes_ > 0; }
+  bool enabled() const { return entries_.max_count() > 0 && entries_.max_cost() > 0; }
   // Stores (or replaces) `id`, evicting the least recently used entries to fit. An entry larger than the
   // byte bound is not stored; returns whether it was.
   bool put(const std::string& id, StoredResponse entry);
   // The entry, now the most recently used; nullopt when absent or evicted.
-  std::optional<StoredResponse> get(const std::string& id);
-  bool erase(const std::string& id);
+  std::optional<StoredResponse> get(const std::string& id) { return entries_.get(id); }
+  bool erase(const std::string& id) { return entries_.erase(id); }
 
-  size_t size() const;
-  size_t bytes() const;
+  size_t size() const { return entries_.size(); }
+  size_t bytes() const { return entries_.cost(); }
 
  private:
-  struct Entry {
-    std::string id;
-    StoredResponse value;
-    size_t bytes;
-  };
-  void evict_to_fit(size_t incoming);
-
-  size_t max_count_;
-  size_t max_bytes_;
-  mutable std::mutex mu_;
-  std::list<Entry> lru_;  // most recently used first
-  std::unordered_map<std::string, std::list<Entry>::iterator> index_;
-  size_t bytes_ = 0;
+  util::LruCache<std::string, StoredResponse> entries_;
 };
 
 }  // namespace spark
