@@ -61,7 +61,7 @@ int run(const GrammarCheckOptions& o) {
   std::ifstream in(o.cases, std::ios::binary);
   if (!in) throw Error(o.cases + ": cannot read");
   size_t cases = 0, compiled = 0, passing = 0, valid_rejected = 0, invalid_accepted = 0, tests_total = 0;
-  std::vector<int64_t> mask_us, compile_us, peak_work;
+  std::vector<int64_t> mask_us, compile_us, peak_work, memory_kib;
   std::string line;
   size_t line_no = 0;
   std::vector<uint64_t> bits;
@@ -140,6 +140,9 @@ int run(const GrammarCheckOptions& o) {
       // The most work one mask took (the bound the server enforces: grammar/matcher.h, WorkMeter).
       out["peak_work"] = g->peak_work();
       peak_work.push_back(static_cast<int64_t>(g->peak_work()));
+      // What the server's grammar cache would count for it now, its mask caches grown by the tests.
+      out["memory_bytes"] = g->memory_bytes();
+      memory_kib.push_back(static_cast<int64_t>(g->memory_bytes() >> 10));
     }
     if (pass) ++passing;
     const std::string s = out.dump();
@@ -167,6 +170,10 @@ int run(const GrammarCheckOptions& o) {
     std::fprintf(stderr, "| peak work per case (steps; limit %llu) | %.0f | %.0f | %.0f | %.0f | %zu |\n",
                  static_cast<unsigned long long>(grammar::kDefaultWorkLimit), percentile(pw, 0.5),
                  percentile(pw, 0.9), percentile(pw, 0.99), percentile(pw, 1.0), pw.size());
+    std::vector<int64_t> kib = memory_kib;
+    std::fprintf(stderr, "| grammar memory after its tests (KiB) | %.0f | %.0f | %.0f | %.0f | %zu |\n",
+                 percentile(kib, 0.5), percentile(kib, 0.9), percentile(kib, 0.99), percentile(kib, 1.0),
+                 kib.size());
   }
   return 0;
 }

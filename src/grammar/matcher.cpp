@@ -694,6 +694,24 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVoc
 
 CompiledGrammar::~CompiledGrammar() = default;
 
+size_t CompiledGrammar::memory_bytes() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  size_t bytes = sizeof(CompiledGrammar) + sizeof(Walks) + grammar_bytes(grammar_) +
+                 distances_.capacity() * sizeof(uint32_t);
+  for (const auto& [state, mask] : masks_) {
+    bytes +=
+        64 + sizeof(StateMask) + (mask->bits.capacity() + mask->end_bits.capacity()) * sizeof(uint64_t) +
+        (mask->cd_nodes.capacity() + mask->bits_words.index.capacity() + mask->end_words.index.capacity()) *
+            sizeof(uint32_t);
+  }
+  const Walks& w = *walks_;
+  for (const std::string& key : w.keys) bytes += 2 * (key.capacity() + sizeof(std::string)) + 32;
+  bytes += w.trans.capacity() * sizeof(int32_t) + w.need.capacity() * sizeof(uint32_t) +
+           w.free_plain.capacity() + (w.not_free.capacity() + w.mask_scratch.capacity()) * sizeof(uint64_t) +
+           (w.returns_tokens + w.other_walks_size) * sizeof(uint32_t);
+  return bytes;
+}
+
 std::shared_ptr<const StateMask> TokenVocab::shared_mask(const std::string& signature) const {
   std::lock_guard<std::mutex> lock(shared_mutex_);
   auto it = shared_.find(signature);

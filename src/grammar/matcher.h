@@ -184,6 +184,9 @@ class CompiledGrammar {
                      std::vector<uint64_t>& bits, uint32_t bytes) const;
   // Per state, the fewest bytes that reach the end of its rule (calls included); computed on first use.
   const std::vector<uint32_t>& distances() const;
+  // The heap bytes the grammar holds now: its automaton and its caches, which grow as matchers use it (a
+  // state mask shared with other grammars through the vocabulary is counted in each).
+  size_t memory_bytes() const;
 
  private:
   Grammar grammar_;

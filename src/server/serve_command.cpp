@@ -19,6 +19,7 @@
 #include "server/logits_processors.h"
 #include "server/server_context.h"
 #include "server/shutdown_signals.h"
+#include "server/structured_output.h"
 #include "spark/error.h"
 
 namespace spark {
@@ -65,6 +66,8 @@ int run_server(ServerOptions o) {
   ctx->options = o;
   ctx->responses = std::make_unique<ResponseStore>(static_cast<size_t>(o.responses_store_max_count),
                                                    static_cast<size_t>(o.responses_store_max_bytes));
+  set_grammar_cache_limits(static_cast<size_t>(o.grammar_cache_max_count),
+                           static_cast<size_t>(o.grammar_cache_max_bytes));
   HttpServer http(*ctx);
   const int port = http.bind();
   if (ctx->options.served_by.empty()) {
@@ -247,6 +250,15 @@ std::function<int()> add_serve_options(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app.add_option("--responses-store-max-bytes", o->responses_store_max_bytes,
                  "Most bytes of JSON the /v1/responses store keeps (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option(
+         "--grammar-cache-max-count", o->grammar_cache_max_count,
+         "Most compiled grammars (structured outputs, tool calls) kept for reuse (least recently used go)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  app.add_option("--grammar-cache-max-bytes", o->grammar_cache_max_bytes,
+                 "Most bytes the kept grammars hold, their mask caches included (measured at each insertion)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   app.add_option("--served-model-name", o->served_model_name,

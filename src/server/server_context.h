@@ -5,12 +5,13 @@
 #include <memory>
 #include <string>
 
-#include "model/generation_config.h"
 #include "grammar/matcher.h"
+#include "model/generation_config.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/prompt_builder.h"
 #include "server/response_store.h"
+#include "server/structured_output.h"
 #include "spark/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -42,6 +43,8 @@ struct ServerOptions {
   RequestLimits limits;                          // vocab_size is filled in once the model is loaded
   int64_t responses_store_max_count = 1000;      // stored /v1/responses objects (0: no store)
   int64_t responses_store_max_bytes = 64 << 20;  // their JSON bytes (0: no store)
+  int64_t grammar_cache_max_count = static_cast<int64_t>(kDefaultGrammarCacheCount);
+  int64_t grammar_cache_max_bytes = static_cast<int64_t>(kDefaultGrammarCacheBytes);
   EngineOptions engine;
 };
 

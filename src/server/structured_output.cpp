@@ -1,9 +1,6 @@
 #include "server/structured_output.h"
 
 #include <functional>
-#include <list>
-#include <mutex>
-#include <unordered_map>
 
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -11,6 +8,7 @@
 #include "server/api_error.h"
 #include "server/request_fields.h"
 #include "spark/error.h"
+#include "util/lru_cache.h"
 
 namespace spark {
 
@@ -109,34 +107,27 @@ std::optional<StructuredOutput> parse_structured_output(const ordered_json& body
 
 namespace {
 
-// Compiled grammars by (vocabulary, kind, spec); least recently used out first.
+// Compiled grammars by (vocabulary, kind, spec). Bounded by count and by bytes: a grammar's caches keep
+// growing while requests use it (to ~100 MB for a large schema), so every entry is measured again before
+// each insertion. Least recently used out first; a grammar in use stays alive through its requests.
 class GrammarCache {
  public:
   std::shared_ptr<const grammar::CompiledGrammar> get(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = map_.find(key);
-    if (it == map_.end()) return nullptr;
-    order_.splice(order_.begin(), order_, it->second.second);
-    return it->second.first;
+    return lru_.get(key).value_or(nullptr);
   }
   void put(const std::string& key, std::shared_ptr<const grammar::CompiledGrammar> g) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (map_.count(key)) return;
-    order_.push_front(key);
-    map_[key] = {std::move(g), order_.begin()};
-    while (map_.size() > kCapacity) {
-      map_.erase(order_.back());
-      order_.pop_back();
-    }
+    lru_.recost(cost);
+    lru_.put(key, g, cost(key, g));
   }
+  GrammarCacheStats stats() const { return {lru_.size(), lru_.cost()}; }
+  void set_limits(size_t max_grammars, size_t max_bytes) { lru_.set_limits(max_grammars, max_bytes); }
 
  private:
-  static constexpr size_t kCapacity = 64;
-  std::mutex mutex_;
-  std::list<std::string> order_;
-  std::unordered_map<std::string, std::pair<std::shared_ptr<const grammar::CompiledGrammar>,
-                                            std::list<std::string>::iterator>>
-      map_;
+  static size_t cost(const std::string& key, const std::shared_ptr<const grammar::CompiledGrammar>& g) {
+    return key.capacity() + g->memory_bytes();
+  }
+  util::LruCache<std::string, std::shared_ptr<const grammar::CompiledGrammar>> lru_{
+      kDefaultGrammarCacheCount, kDefaultGrammarCacheBytes};
 };
 
 // Builds the grammar, compiles it over the vocabulary and computes its first mask and the distances to its
@@ -165,6 +156,14 @@ GrammarCache& cache() {
 }
 
 }  // namespace
+
+GrammarCacheStats grammar_cache_stats() {
+  return cache().stats();
+}
+
+void set_grammar_cache_limits(size_t max_grammars, size_t max_bytes) {
+  cache().set_limits(max_grammars, max_bytes);
+}
 
 std::shared_ptr<const grammar::CompiledGrammar> compile_structured_output(
     const StructuredOutput& so, const std::shared_ptr<const grammar::TokenVocab>& vocab) {

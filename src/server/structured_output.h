@@ -5,6 +5,7 @@
 // spec.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -24,6 +25,16 @@ struct StructuredOutput {
 
 // Null when the request asks for none. Malformed fields, or two ways of asking at once: ApiError 400.
 std::optional<StructuredOutput> parse_structured_output(const nlohmann::ordered_json& body);
+
+// The process-wide cache of compiled grammars (structured outputs and tool calls alike).
+inline constexpr size_t kDefaultGrammarCacheCount = 64;
+inline constexpr size_t kDefaultGrammarCacheBytes = size_t{256} << 20;
+struct GrammarCacheStats {
+  size_t grammars = 0;
+  size_t bytes = 0;  // as measured before the last insertion
+};
+GrammarCacheStats grammar_cache_stats();
+void set_grammar_cache_limits(size_t max_grammars, size_t max_bytes);
 
 // The compiled grammar (cached). A schema keyword or regex syntax the engine cannot enforce: ApiError 400
 // naming it.

@@ -1,9 +1,11 @@
-# Bounded JSON parsing (util/bounded_json), request caps (RequestLimits) and API-key checks.
+# Bounded JSON parsing (util/bounded_json), request caps (RequestLimits), the byte-bounded grammar cache
+# and API-key checks.
 add_executable(spark-hardening-tests
   unit/util/bounded_json_test.cpp
   unit/server/request_limits_test.cpp
   unit/server/access_control_test.cpp
   unit/server/tool_call_depth_test.cpp
+  unit/server/grammar_cache_test.cpp
   unit/server/http_server_stop_test.cpp
   unit/server/http_front_test.cpp)
 target_link_libraries(spark-hardening-tests PRIVATE spark_server_lib GTest::gtest GTest::gtest_main spark_warnings)
