@@ -316,6 +316,7 @@ struct CompiledGrammar::Walks {
   size_t classes = 0;
   std::unordered_map<std::string, uint32_t> ids;
   std::vector<std::string> keys;
+  size_t keys_bytes = 0;  // what ids and keys hold (memory_bytes)
   // Per configuration and class: ((next configuration + 1, 0 when no head survives) << 1) | (the bottom
   // frame's rule ended), or -1 when not computed yet.
   std::vector<int32_t> trans;
@@ -388,6 +389,7 @@ struct CompiledGrammar::Walks {
     const auto id = static_cast<uint32_t>(keys.size());
     ids.emplace(key, id);
     keys.push_back(std::move(key));
+    keys_bytes += 2 * (keys.back().capacity() + sizeof(std::string)) + 32;  // in ids and in keys
     trans.resize(trans.size() + classes, -1);
     need.push_back(UINT32_MAX);
     free_plain.push_back(is_free_plain(keys.back()) ? 1 : 0);
@@ -450,6 +452,7 @@ struct CompiledGrammar::Walks {
   void clear() {
     ids.clear();
     keys.clear();
+    keys_bytes = 0;
     trans.clear();
     need.clear();
     free_plain.clear();
@@ -705,8 +708,7 @@ size_t CompiledGrammar::memory_bytes() const {
             sizeof(uint32_t);
   }
   const Walks& w = *walks_;
-  for (const std::string& key : w.keys) bytes += 2 * (key.capacity() + sizeof(std::string)) + 32;
-  bytes += w.trans.capacity() * sizeof(int32_t) + w.need.capacity() * sizeof(uint32_t) +
+  bytes += w.keys_bytes + w.trans.capacity() * sizeof(int32_t) + w.need.capacity() * sizeof(uint32_t) +
            w.free_plain.capacity() + (w.not_free.capacity() + w.mask_scratch.capacity()) * sizeof(uint64_t) +
            (w.returns_tokens + w.other_walks_size) * sizeof(uint32_t);
   return bytes;
