@@ -23,7 +23,7 @@ const spark::fuzz::GrammarWalk& walk() {
         std::make_shared<const spark::grammar::TokenVocab>(std::move(bytes), std::vector<int32_t>{256});
     out.end_id = 256;  // empty bytes, as a special token
     out.max_steps = 96;
-    out.reference_stride = 1;
+    out.reference_stride = spark::fuzz::reference_stride_from_env(1);
     return out;
   }();
   return w;

@@ -34,7 +34,8 @@ const spark::fuzz::GrammarWalk& walk() {
         std::make_shared<const spark::grammar::TokenVocab>(std::move(bytes), std::vector<int32_t>{end});
     out.end_id = end;
     out.max_steps = 24;
-    out.reference_stride = 8;  // every token at the first step, 1/8 of them per later step
+    // Every token at the first step, 1/8 of them per later step.
+    out.reference_stride = spark::fuzz::reference_stride_from_env(8);
     return out;
   }();
   return w;

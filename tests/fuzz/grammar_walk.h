@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -39,6 +40,16 @@ struct GrammarWalk {
   int max_steps = 24;            // tokens picked at most
   int32_t reference_stride = 1;  // tokens id % stride == step % stride checked against the slow reference
 };
+
+// The harness's stride, or SPARK_FUZZ_REFERENCE_STRIDE (1-64) when set: a long campaign trades checks per
+// execution for executions (the slow reference is about half of an execution at stride 1).
+inline int32_t reference_stride_from_env(int32_t fallback) {
+  const char* s = std::getenv("SPARK_FUZZ_REFERENCE_STRIDE");
+  if (s == nullptr || *s == '\0') return fallback;
+  const int v = std::atoi(s);
+  check(v >= 1 && v <= 64, "SPARK_FUZZ_REFERENCE_STRIDE must be 1 to 64", s);
+  return v;
+}
 
 namespace grammar_walk_detail {
 
