@@ -16,6 +16,7 @@
 #include "server/http_front.h"
 #include "server/openai_request.h"
 #include "server/responses_handler.h"
+#include "server/structured_output.h"
 #include "spark/error.h"
 
 namespace spark {
@@ -215,8 +216,12 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
         }));
   s.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
     EngineStats stats = ctx.ready.load() ? ctx.engine->stats() : EngineStats{};
-    res.set_content(ctx.metrics.render(stats, ctx.served_model_name, ctx.kernel_isa),
-                    "text/plain; version=0.0.4");
+    std::string text = ctx.metrics.render(stats, ctx.served_model_name, ctx.kernel_isa);
+    const GrammarCacheStats grammars = grammar_cache_stats();
+    ServerMetrics::render_caches(
+        text, {grammars.grammars, grammars.bytes, ctx.responses ? ctx.responses->size() : 0,
+               ctx.responses ? ctx.responses->bytes() : 0});
+    res.set_content(text, "text/plain; version=0.0.4");
   });
   s.Post("/tokenize",
          guarded(ctx, true, [&ctx](const auto& req, auto& res) { handle_tokenize(ctx, req, res); }));

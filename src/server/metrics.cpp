@@ -72,6 +72,18 @@ void ServerMetrics::count_parse_recovery(const std::string& kind) {
   ++parse_recoveries_[kind];
 }
 
+void ServerMetrics::render_caches(std::string& out, const CacheStats& c) {
+  metric(out, "spark_grammar_cache_grammars", "gauge", "Compiled grammars kept for reuse.",
+         static_cast<double>(c.grammars));
+  metric(out, "spark_grammar_cache_bytes", "gauge",
+         "Bytes the kept grammars hold, mask caches included (as measured at the last insertion).",
+         static_cast<double>(c.grammar_bytes));
+  metric(out, "spark_responses_store_objects", "gauge", "Stored /v1/responses objects.",
+         static_cast<double>(c.responses));
+  metric(out, "spark_responses_store_bytes", "gauge", "JSON bytes of the stored /v1/responses objects.",
+         static_cast<double>(c.response_bytes));
+}
+
 std::string ServerMetrics::render(const EngineStats& e, const std::string& model_name, const std::string& kernel_isa) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;

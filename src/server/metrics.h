@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -39,6 +40,13 @@ class ServerMetrics {
   void count_parse_recovery(const std::string& kind);
   // Prometheus exposition text, combining these with the engine's stats.
   std::string render(const EngineStats& engine, const std::string& model_name, const std::string& kernel_isa) const;
+  // The process-wide caches requests fill, bounded by count and bytes: compiled grammars and stored
+  // /v1/responses objects.
+  struct CacheStats {
+    size_t grammars = 0, grammar_bytes = 0;
+    size_t responses = 0, response_bytes = 0;
+  };
+  static void render_caches(std::string& out, const CacheStats& caches);
 
  private:
   mutable std::mutex mu_;

@@ -143,3 +143,25 @@ test('a constraint too costly to enforce is a 400 before it reaches the engine, 
   const reply = await client.chat.completions.create({ model: 'spark-test', messages, max_tokens: 4, ...noThinking });
   assert.equal(reply.choices.length, 1);
 });
+
+test('compiled grammars are kept within --grammar-cache-max-count / -bytes and shown in /metrics', async () => {
+  const before = await server.metrics();
+  assert.ok(before.spark_grammar_cache_grammars >= 1, 'the schemas above are kept');
+  assert.ok(before.spark_grammar_cache_bytes > 0 && before.spark_grammar_cache_bytes <= 256 * 1024 * 1024);
+  const small = await startServer(['--grammar-cache-max-count', '2']);
+  try {
+    const c = small.client();
+    for (let i = 0; i < 4; ++i) {
+      const s = { type: 'object', properties: { [`field${i}`]: { type: 'integer' } }, required: [`field${i}`], additionalProperties: false };
+      const r = await c.chat.completions.create({
+        model: 'spark-test', messages, max_tokens: 24, seed: i,
+        response_format: { type: 'json_schema', json_schema: { name: `s${i}`, schema: s, strict: true } }, ...noThinking });
+      parsesAndValidates(r.choices[0].message.content, s);
+    }
+    const m = await small.metrics();
+    assert.equal(m.spark_grammar_cache_grammars, 2);
+    assert.ok(m.spark_grammar_cache_bytes > 0);
+  } finally {
+    await small.stop();
+  }
+});
