@@ -326,6 +326,9 @@ class SchemaCompiler {
         continue;
       }
       Json& mine = out[k];
+      // Keywords whose merge appends need arrays on both sides (the private ones are built as arrays).
+      if ((k == "required" || k == kExclude || k == kAbsent) && (!mine.is_array() || !v.is_array()))
+        fail(path, "'" + k + "' must be an array");
       if (mine == v) continue;
       if (k == "required") {
         for (const auto& r : v) {
@@ -379,6 +382,7 @@ class SchemaCompiler {
     if (!s.is_object()) fail(path, "a schema must be an object or a boolean");
     Json out = s;
     if (out.contains("$ref")) {
+      if (!out["$ref"].is_string()) fail(path, "$ref must be a string");
       const Json& target = resolve(out["$ref"].get<std::string>(), path);
       out.erase("$ref");
       out = merge(flatten(target, path, depth + 1), out, path, depth);
@@ -1453,6 +1457,16 @@ class SchemaCompiler {
 
 }  // namespace
 
+// Runs the compiler; a nlohmann exception out of it is a keyword whose type it did not check.
+template <class F>
+auto types_checked(const std::string& where, F&& compile) {
+  try {
+    return compile();
+  } catch (const nlohmann::json::exception& e) {
+    throw UncheckedSchemaType(where + ": a keyword's value has the wrong type: " + e.what());
+  }
+}
+
 struct JsonSchemaEmbedder::Impl {
   Impl(GrammarBuilder& b, const Json& root, const JsonSchemaOptions& options) : compiler(root, options, &b) {}
   SchemaCompiler compiler;
@@ -1464,11 +1478,11 @@ JsonSchemaEmbedder::JsonSchemaEmbedder(GrammarBuilder& b, const nlohmann::ordere
 JsonSchemaEmbedder::~JsonSchemaEmbedder() = default;
 
 ExprId JsonSchemaEmbedder::value(const nlohmann::ordered_json& schema, const std::string& path) {
-  return impl_->compiler.json_value(schema, path);
+  return types_checked("JSON Schema at " + path, [&] { return impl_->compiler.json_value(schema, path); });
 }
 
 ExprId JsonSchemaEmbedder::raw_string(const nlohmann::ordered_json& schema, const std::string& path) {
-  return impl_->compiler.raw_string(schema, path);
+  return types_checked("JSON Schema at " + path, [&] { return impl_->compiler.raw_string(schema, path); });
 }
 
 Grammar compile_json_schema(std::string_view schema_json, const JsonSchemaOptions& options) {
@@ -1478,7 +1492,7 @@ Grammar compile_json_schema(std::string_view schema_json, const JsonSchemaOption
   } catch (const std::exception& e) {
     throw Error(std::string("JSON Schema is not valid JSON: ") + e.what());
   }
-  return SchemaCompiler(schema, options).compile();
+  return types_checked("JSON Schema", [&] { return SchemaCompiler(schema, options).compile(); });
 }
 
 Grammar json_object_grammar(const JsonSchemaOptions& options) {

@@ -24,6 +24,7 @@
 #include <tuple>
 
 #include "grammar/grammar.h"
+#include "spark/error.h"
 #include "util/lru_cache.h"
 
 namespace spark::grammar {
@@ -51,6 +52,14 @@ class JsonSchemaEmbedder {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// A keyword holding a JSON type the compiler did not check for (nlohmann's type_error inside it): still a
+// refusal like any spark::Error (the server's 400), but a gap in the compiler's checks that the fuzz
+// harnesses report (bug 18).
+class UncheckedSchemaType : public Error {
+ public:
+  using Error::Error;
 };
 
 // `schema_json`: the schema's text (its key order gives the property order).

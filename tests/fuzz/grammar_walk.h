@@ -191,6 +191,9 @@ inline int run_grammar_walk(const GrammarWalk& w, const uint8_t* data, size_t si
       grammar = g::choice_grammar(choices);
     }
     compiled = std::make_shared<const g::CompiledGrammar>(std::move(grammar), w.vocab, kWorkLimit);
+  } catch (const g::UncheckedSchemaType& e) {
+    fail("the schema compiler did not check a keyword's type (the server refuses it, but unchecked)",
+         e.what());
   } catch (const spark::Error&) {
     return 0;
   }

@@ -107,6 +107,12 @@ test('a keyword the engine cannot enforce is a 400 naming it', async () => {
   const both = await postJson(`${server.url}/v1/chat/completions`, {
     model: 'spark-test', messages, response_format: { type: 'json_object' }, guided_regex: 'a' });
   assert.equal(both.status, 400, both.text);
+  // A keyword of the wrong JSON type inside schemas that get merged was a 500 (fuzzing, bug 18).
+  const wrongType = await postJson(`${server.url}/v1/chat/completions`, {
+    model: 'spark-test', messages, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {
+      required: 'object', anyOf: [{ required: ['a'] }, { required: ['b'] }] } } } });
+  assert.equal(wrongType.status, 400, wrongType.text);
+  assert.match(wrongType.json.error.message, /'required' must be an array/);
 });
 
 test('a constraint too costly to enforce is a 400 before it reaches the engine, which goes on serving', async () => {

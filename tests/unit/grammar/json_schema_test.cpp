@@ -173,6 +173,35 @@ TEST(JsonSchemaGrammar, LengthBoundedStringsAreWellFormedUtf8) {
           "\"\xC0\xAF\"", "\"\xF5\x80\x80\x80\""}});
 }
 
+TEST(JsonSchemaGrammar, MalformedKeywordsInMergedSchemasAreRefusals) {
+  // Members merged into one schema (allOf, a $ref with siblings, anyOf over a base) took each keyword's
+  // value for the type the draft gives it: a `required` string made nlohmann throw type_error past the
+  // compiler (fuzzing, bug 18), which the server answered with a 500. Each is a refusal (a 400) now.
+  for (const char* schema : {
+           R"({"required": "object", "anyOf": [{"required": ["a"]}, {"required": ["b"]}]})",
+           R"({"allOf": [{"required": ["a"]}, {"required": "a"}]})",
+           R"({"allOf": [{"required": {"a": 1}}, {"required": ["a"]}]})",
+           R"({"allOf": [{"$ref": 5}]})",
+           R"({"type": "object", "allOf": [{"$ref": ["#"]}, {"minProperties": 1}]})",
+           R"({"exclude": "x", "allOf": [{"exclude": ["y"]}]})",
+           R"({"properties": {"a": {"absent": 1}}})",
+       }) {
+    try {
+      compile_json_schema(schema);
+      ADD_FAILURE() << "accepted: " << schema;
+    } catch (const UncheckedSchemaType& e) {
+      ADD_FAILURE() << "refused only by the compiler's type_error guard: " << e.what();
+    } catch (const Error&) {
+    }
+  }
+  // The same keywords well formed still merge.
+  const Grammar g = compile_json_schema(
+      R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+          "required": ["a"], "additionalProperties": false, "allOf": [{"required": ["b"]}]})");
+  EXPECT_TRUE(grammar_matches(g, R"({"a":1,"b":2})"));
+  EXPECT_FALSE(grammar_matches(g, R"({"a":1})"));
+}
+
 TEST(JsonSchemaGrammar, UnicodeEscapesAreScalarValues) {
   // A lone surrogate escape makes a text that nlohmann and serde_json refuse (fuzzing, bug 15); a pair is
   // one character, as the validators count maxLength.
