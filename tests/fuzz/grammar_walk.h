@@ -8,14 +8,18 @@
 // - an accepted token advances the matcher; after a token was accepted some token stays allowed (the engine
 //   never leads the model into a prefix it cannot finish);
 // - a walk that ends gives a text the constraint accepts: for a schema, JSON that json_valid passes; for a
-//   regex, a full match of the same pattern compiled in search mode with anchors; for choices, one of them.
+//   regex, a full match of the same pattern compiled in search mode with anchors; for choices, one of them;
+//   for tools, calls read back by plain string search (never the automaton): declared tool names, no `<`
+//   inside a name, key or value, at most one call unless parallel, and each strict call's arguments, as
+//   the parser types them, an object json_valid passes against the tool's parameters.
 // A mask or token past the grammar's work limit ends the walk with spark::RequestError, the documented
 // refusal; the limit is lower than the server's, and the slow reference has a budget of its own, so costly
 // inputs stay short runs.
 //
-// Input: byte 0 % 3 picks the form (0 JSON Schema, 1 regex, 2 choices separated by '\n'); the rest up to the
-// first NUL is the constraint's text, the bytes after it pick the walk's tokens (16 bits each, among those
-// allowed).
+// Input: byte 0 % 4 picks the form (0 JSON Schema, 1 regex, 2 choices separated by '\n', 3 tools: a JSON
+// array of {"name", "parameters", "strict"}, with byte 0 / 4 bit 0 for free text before the calls
+// (tool_choice "auto") and bit 1 for a single call); the rest up to the first NUL is the constraint's text,
+// the bytes after it pick the walk's tokens (16 bits each, among those allowed).
 #pragma once
 
 #include <cstddef>
@@ -23,13 +27,16 @@
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fuzz_check.h"
 #include "grammar/json_schema.h"
 #include "grammar/json_validate.h"
 #include "grammar/matcher.h"
+#include "grammar/tool_call.h"
 #include "spark/error.h"
 
 namespace spark::fuzz {
@@ -75,9 +82,119 @@ inline std::vector<std::string> split_choices(const std::string& text) {
   return out;
 }
 
+struct ToolForm {
+  std::vector<grammar::ToolSchema> tools;
+  grammar::ToolCallGrammarOptions options;
+};
+
+// The tools form's constraint: null when it is not a list of well-formed tool objects (no oracle then).
+inline std::optional<ToolForm> parse_tools(const std::string& text, int flags) {
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+  if (!j.is_array()) return std::nullopt;
+  ToolForm out;
+  for (const auto& t : j) {
+    if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) return std::nullopt;
+    const bool strict = !t.contains("strict") || !t["strict"].is_boolean() || t["strict"].get<bool>();
+    out.tools.emplace_back(t["name"].get<std::string>(), t.value("parameters", nlohmann::ordered_json()),
+                           strict);
+  }
+  out.options.free_text = (flags & 1) != 0;
+  out.options.parallel = (flags & 2) == 0;
+  out.options.json.max_whitespace = 2;  // as the server compiles them
+  return out;
+}
+
+// The calls in `text`, read by string search: every tag where the syntax puts it, names and arguments as the
+// tool-call parser would type them, each strict call's arguments valid against its tool's schema.
+inline void check_tool_calls(const ToolForm& f, const std::string& text) {
+  using Json = nlohmann::ordered_json;
+  constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>", kKey = "<arg_key>",
+                             kKeyEnd = "</arg_key><arg_value>", kValueEnd = "</arg_value>";
+  size_t pos = 0;
+  if (f.options.free_text) {
+    pos = text.find(kOpen);
+    if (pos == std::string::npos) return;  // free text only
+  }
+  const auto expect = [&](std::string_view tag) {
+    check(text.compare(pos, tag.size(), tag) == 0, "a tool-call tag is missing", text);
+    pos += tag.size();
+  };
+  const auto until_lt = [&]() {
+    const size_t lt = text.find('<', pos);
+    check(lt != std::string::npos, "a tool call is not closed", text);
+    std::string part = text.substr(pos, lt - pos);
+    pos = lt;
+    return part;
+  };
+  int calls = 0;
+  while (pos < text.size()) {
+    expect(kOpen);
+    ++calls;
+    const std::string name = until_lt();
+    const grammar::ToolSchema* tool = nullptr;
+    for (const auto& t : f.tools) {
+      if (t.name == name) {
+        tool = &t;
+        break;  // the first of that name, as the grammar keeps it
+      }
+    }
+    check(tool != nullptr, "a call names no declared tool", name);
+    Json args = Json::object();
+    bool typed = true;
+    while (text.compare(pos, kKey.size(), kKey) == 0) {
+      pos += kKey.size();
+      const std::string key = until_lt();
+      expect(kKeyEnd);
+      const std::string value = until_lt();
+      expect(kValueEnd);
+      if (!tool->schema) continue;
+      check(!args.contains(key), "an argument is written twice", key);
+      const Json& params = tool->parameters;
+      const Json* prop = params.is_object() && params.contains("properties") &&
+                                 params["properties"].is_object() && params["properties"].contains(key)
+                             ? &params["properties"][key]
+                             : nullptr;
+      if (prop != nullptr && grammar::tool_parameter_is_text(*prop)) {
+        args[key] = value;
+        continue;
+      }
+      try {
+        args[key] = Json::parse(value);
+      } catch (const nlohmann::json::out_of_range&) {
+        typed = false;  // a number past a double: valid JSON, no oracle
+      } catch (const nlohmann::json::exception& e) {
+        fail("a tool-call argument is not JSON", key + " = " + value + " | " + e.what());
+      }
+    }
+    expect(kClose);
+    if (tool->schema && typed && tool->parameters.is_object() && !tool->parameters.empty()) {
+      bool valid = false;
+      try {
+        valid = grammar::json_valid(args, tool->parameters, tool->parameters);
+      } catch (const spark::Error&) {
+        valid = true;  // a keyword the validator cannot evaluate exactly: no oracle
+      }
+      check(valid, "a call's arguments fail its tool's schema", args.dump());
+    } else if (tool->schema && typed) {
+      check(args.empty(), "a tool without parameters got arguments", args.dump());
+    }
+  }
+  check(f.options.free_text || calls >= 1, "no call where one was required", text);
+  check(f.options.parallel || calls <= 1, "more than one call where one was asked for", text);
+}
+
 // The finished text against an oracle that does not walk the token automaton.
 inline void check_complete(int form, const std::string& constraint, const std::vector<std::string>& choices,
-                           const std::string& text) {
+                           const std::optional<ToolForm>& tools, const std::string& text) {
+  if (form == 3) {
+    check_tool_calls(*tools, text);
+    return;
+  }
   if (form == 0) {
     nlohmann::ordered_json value, schema;
     try {
@@ -111,7 +228,8 @@ inline void check_complete(int form, const std::string& constraint, const std::v
 }
 
 inline void walk_tokens(const GrammarWalk& w, int form, const std::string& constraint,
-                        const std::vector<std::string>& choices, const std::string& picks,
+                        const std::vector<std::string>& choices, const std::optional<ToolForm>& tools,
+                        const std::string& picks,
                         const std::shared_ptr<const grammar::CompiledGrammar>& compiled) {
   namespace g = spark::grammar;
   g::GrammarMatcher m(compiled);
@@ -119,7 +237,9 @@ inline void walk_tokens(const GrammarWalk& w, int form, const std::string& const
   std::string text;
   bool ended = false;
   uint64_t reference_work = 0;
-  for (int step = 0; step < w.max_steps; ++step) {
+  // A tool call spells its tags byte by byte or in small tokens: its walks get four times the steps.
+  const int max_steps = form == 3 ? 4 * w.max_steps : w.max_steps;
+  for (int step = 0; step < max_steps; ++step) {
     const size_t n = m.fill_mask(bits);
     size_t count = 0;
     std::vector<int32_t> allowed;
@@ -162,7 +282,7 @@ inline void walk_tokens(const GrammarWalk& w, int form, const std::string& const
     text += w.vocab->bytes(id);
   }
   check(ended == m.ended(), "ended() disagrees with the end token");
-  if (ended || m.can_end()) check_complete(form, constraint, choices, text);
+  if (ended || m.can_end()) check_complete(form, constraint, choices, tools, text);
 }
 
 }  // namespace grammar_walk_detail
@@ -171,7 +291,7 @@ inline int run_grammar_walk(const GrammarWalk& w, const uint8_t* data, size_t si
   namespace g = spark::grammar;
   using namespace grammar_walk_detail;
   if (size == 0) return 0;
-  const int form = data[0] % 3;
+  const int form = data[0] % 4;
   const std::string rest(reinterpret_cast<const char*>(data + 1), size - 1);
   const size_t nul = rest.find('\0');
   const std::string constraint = rest.substr(0, nul);
@@ -179,6 +299,7 @@ inline int run_grammar_walk(const GrammarWalk& w, const uint8_t* data, size_t si
   if (constraint.size() > kMaxConstraintBytes) return 0;
 
   std::vector<std::string> choices;
+  std::optional<ToolForm> tools;
   std::shared_ptr<const g::CompiledGrammar> compiled;
   try {
     g::Grammar grammar;
@@ -186,6 +307,10 @@ inline int run_grammar_walk(const GrammarWalk& w, const uint8_t* data, size_t si
       grammar = g::compile_json_schema(constraint);
     } else if (form == 1) {
       grammar = g::regex_grammar(constraint);
+    } else if (form == 3) {
+      tools = parse_tools(constraint, data[0] / 4);
+      if (!tools) return 0;
+      grammar = g::tool_call_grammar(tools->tools, tools->options);
     } else {
       choices = split_choices(constraint);
       grammar = g::choice_grammar(choices);
@@ -198,7 +323,7 @@ inline int run_grammar_walk(const GrammarWalk& w, const uint8_t* data, size_t si
     return 0;
   }
   try {
-    walk_tokens(w, form, constraint, choices, picks, compiled);
+    walk_tokens(w, form, constraint, choices, tools, picks, compiled);
   } catch (const spark::RequestError&) {
     // A mask or token past the work limit: the documented refusal (the server's 400).
   }
