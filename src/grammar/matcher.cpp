@@ -698,7 +698,13 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVoc
 CompiledGrammar::~CompiledGrammar() = default;
 
 size_t CompiledGrammar::memory_bytes() const {
-  std::shared_lock<std::shared_mutex> lock(mutex_);
+  // Never waits: while a matcher computes under the exclusive lock (up to the work limit, about a second),
+  // the last measure stands, or at least the automaton's own bytes (which never change).
+  std::shared_lock<std::shared_mutex> lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    return std::max(last_memory_bytes_.load(std::memory_order_relaxed),
+                    sizeof(CompiledGrammar) + sizeof(Walks) + grammar_bytes(grammar_));
+  }
   size_t bytes = sizeof(CompiledGrammar) + sizeof(Walks) + grammar_bytes(grammar_) +
                  distances_.capacity() * sizeof(uint32_t);
   for (const auto& [state, mask] : masks_) {
@@ -711,6 +717,7 @@ size_t CompiledGrammar::memory_bytes() const {
   bytes += w.keys_bytes + w.trans.capacity() * sizeof(int32_t) + w.need.capacity() * sizeof(uint32_t) +
            w.free_plain.capacity() + (w.not_free.capacity() + w.mask_scratch.capacity()) * sizeof(uint64_t) +
            (w.returns_tokens + w.other_walks_size) * sizeof(uint32_t);
+  last_memory_bytes_.store(bytes, std::memory_order_relaxed);
   return bytes;
 }
 

@@ -10,6 +10,7 @@
 // are computed once per grammar, so a walk costs a table lookup per trie node.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -185,7 +186,8 @@ class CompiledGrammar {
   // Per state, the fewest bytes that reach the end of its rule (calls included); computed on first use.
   const std::vector<uint32_t>& distances() const;
   // The heap bytes the grammar holds now: its automaton and its caches, which grow as matchers use it (a
-  // state mask shared with other grammars through the vocabulary is counted in each).
+  // state mask shared with other grammars through the vocabulary is counted in each). It never waits for
+  // a matcher's computation: then the last measure.
   size_t memory_bytes() const;
 
  private:
@@ -198,6 +200,7 @@ class CompiledGrammar {
   mutable std::vector<uint32_t> distances_;
   mutable uint64_t peak_work_ = 0;
   mutable std::unique_ptr<Walks> walks_;
+  mutable std::atomic<size_t> last_memory_bytes_{0};
   const StateMask& state_mask_locked(uint32_t state) const;
   // ORs the heads' masks into bits. compute false (shared lock held): from the caches alone, false at the
   // first state mask or return walk not cached yet; true (exclusive lock held): makes what is missing.
