@@ -6,7 +6,7 @@
 //  - decode at depth D: one row over D full-layer keys; reported as GB/s of K and V read (each KV head's
 //    rows once) against the machine's read bandwidth.
 // Keys live as the KV cache lays them out: 16-position blocks, each page [layer][K, V][16][kv_dim] for
-// all full layers (bf16: [layer][K, V][KV head][16][head_dim]; --kv-layout picks either), pages
+// all full layers (bf16 and fp8: [layer][K, V][KV head][16][head_dim]; --kv-layout picks either), pages
 // scattered in one arena.
 #include <CLI/CLI.hpp>
 
@@ -27,6 +27,7 @@
 #include "attention/attention.h"
 #include "cpu/cpu_features.h"
 #include "roofline/roofline.h"
+#include "util/fp8.h"
 #include "util/half.h"
 #include "util/thread_pool.h"
 
@@ -58,7 +59,8 @@ double fastest(const std::vector<double>& v) {
 
 // A cache of `n` positions of one layer (layer `layer` of `layers` in each page) as 16-position spans, plus
 // `rows` own rows in qkv-like rows whose first heads * head_dim floats are the queries. K/V elements are
-// f32 or bf16 (--kv-dtype), the own rows too (bf16 ones in a separate K|V buffer, as the model keeps them).
+// f32, bf16 or fp8 (--kv-dtype), the own rows too (bf16 and fp8 ones in a separate K|V buffer, as the model
+// keeps them).
 // The arena on transparent huge pages, as the KV page pool's bounded mapping is.
 struct Arena {
   char* data = nullptr;
@@ -77,18 +79,28 @@ struct Arena {
 struct Keys {
   std::shared_ptr<Arena> arena;
   std::vector<float> own, out;
-  std::vector<uint16_t> own16;
+  std::vector<char> own_rounded;
   std::vector<KvSpan> spans;
   AttentionTask task;
 };
 
-// Fills `count` elements at `dst` (f32 or bf16) with values from `value`.
+size_t element_bytes(KvDtype dtype) {
+  return dtype == KvDtype::kBf16 ? 2 : dtype == KvDtype::kFp8 ? 1 : 4;
+}
+
+const char* dtype_name(KvDtype dtype) {
+  return dtype == KvDtype::kBf16 ? "bf16" : dtype == KvDtype::kFp8 ? "fp8" : "f32";
+}
+
+// Fills `count` elements at `dst` (of `dtype`) with values from `value`.
 template <class F>
 void fill(void* dst, size_t count, KvDtype dtype, F&& value) {
   for (size_t i = 0; i < count; ++i) {
     const float v = value(i);
     if (dtype == KvDtype::kBf16) {
       static_cast<uint16_t*>(dst)[i] = spark::f32_to_bf16(v);
+    } else if (dtype == KvDtype::kFp8) {
+      static_cast<uint8_t*>(dst)[i] = spark::f32_to_fp8_e4m3(v);
     } else {
       static_cast<float*>(dst)[i] = v;
     }
@@ -102,7 +114,7 @@ std::vector<Keys> make_keys(const Options& o, int64_t n, int64_t rows, int64_t w
   constexpr int64_t bs = 16;
   const int kv_dim = o.kv_heads * o.head_dim, q_dim = o.heads * o.head_dim;
   const int64_t qkv_dim = q_dim + 2 * kv_dim, page = static_cast<int64_t>(o.layers) * 2 * bs * kv_dim;
-  const size_t esize = o.kv_dtype == KvDtype::kBf16 ? 2 : 4;
+  const size_t esize = element_bytes(o.kv_dtype);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   const int64_t lo = window > 0 ? std::max<int64_t>(0, n - window + 1) : 0;
   const int n_keys = window > 0 ? 1 : o.layers;
@@ -140,13 +152,14 @@ std::vector<Keys> make_keys(const Options& o, int64_t n, int64_t rows, int64_t w
     k.arena = arena;
     k.own.resize(static_cast<size_t>(rows * qkv_dim));
     for (float& f : k.own) f = dist(rng);
-    if (o.kv_dtype == KvDtype::kBf16) {
-      k.own16.resize(static_cast<size_t>(rows * 2 * kv_dim));
+    if (o.kv_dtype != KvDtype::kF32) {
+      k.own_rounded.resize(static_cast<size_t>(rows * 2 * kv_dim) * esize);
       for (int64_t r = 0; r < rows; ++r) {
-        fill(k.own16.data() + r * 2 * kv_dim, static_cast<size_t>(2 * kv_dim), o.kv_dtype,
+        fill(k.own_rounded.data() + static_cast<size_t>(r * 2 * kv_dim) * esize,
+             static_cast<size_t>(2 * kv_dim), o.kv_dtype,
              [&](size_t i) { return k.own[static_cast<size_t>(r * qkv_dim + q_dim) + i]; });
       }
-      k.spans.push_back({n, rows, k.own16.data(), k.own16.data() + kv_dim, 2 * kv_dim});
+      k.spans.push_back({n, rows, k.own_rounded.data(), k.own_rounded.data() + kv_dim * esize, 2 * kv_dim});
     } else {
       k.spans.push_back({n, rows, k.own.data() + q_dim, k.own.data() + q_dim + kv_dim, qkv_dim});
     }
@@ -192,21 +205,22 @@ int main(int argc, char** argv) {
   app.add_option("--rows", o.rows, "prefill rows after the prefix");
   app.add_option("--window", o.window, "sliding window of the ring case");
   app.add_option("--layers", o.layers, "full layers interleaved in each KV page (the layout's page stride)");
-  app.add_option("--kv-dtype", o.kv_dtype, "K/V element type: f32 or bf16")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, KvDtype>{{"f32", KvDtype::kF32}, {"bf16", KvDtype::kBf16}}));
+  app.add_option("--kv-dtype", o.kv_dtype, "K/V element type: f32, bf16 or fp8")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, KvDtype>{
+          {"f32", KvDtype::kF32}, {"bf16", KvDtype::kBf16}, {"fp8", KvDtype::kFp8}}));
   app.add_option(
          "--kv-layout", o.kv_layout,
-         "a full-layer block's rows: cache (as the KV cache keeps them: heads with bf16, rows with f32), "
-         "heads (each KV head's positions contiguous) or rows (every KV head of a position side by side)")
+         "a full-layer block's rows: cache (as the KV cache keeps them: heads with bf16 and fp8, rows "
+         "with f32), heads (each KV head's positions contiguous) or rows (every KV head of a position side "
+         "by side)")
       ->check(CLI::IsMember({"cache", "heads", "rows"}));
   app.add_option("--depths", o.depths, "decode depths (keys before the decoded row)")->delimiter(',');
   CLI11_PARSE(app, argc, argv);
-  o.head_major = o.kv_layout == "heads" || (o.kv_layout == "cache" && o.kv_dtype == KvDtype::kBf16);
+  o.head_major = o.kv_layout == "heads" || (o.kv_layout == "cache" && o.kv_dtype != KvDtype::kF32);
   ThreadPool pool(o.threads);
   std::mt19937 rng(7);
   std::printf("tier %s, %d threads, %d/%d heads x %d, KV %s, blocks by %s\n", isa_name(active_isa()),
-              o.threads, o.heads, o.kv_heads, o.head_dim, o.kv_dtype == KvDtype::kBf16 ? "bf16" : "f32",
+              o.threads, o.heads, o.kv_heads, o.head_dim, dtype_name(o.kv_dtype),
               o.head_major ? "head" : "row");
   const double pair_flops = 4.0 * o.heads * o.head_dim;
   // The ceilings in the same run (same load): streaming read over 4x the last-level cache, f32 FMA peak,
@@ -236,8 +250,8 @@ int main(int argc, char** argv) {
   for (int64_t d : o.depths) {
     const std::vector<Keys> k = make_keys(o, d, 1, 0, rng);
     const double s = time_it(o, k, pool, o.reps) / o.layers;
-    const double bytes =
-        static_cast<double>(d + 1) * 2.0 * o.kv_heads * o.head_dim * (o.kv_dtype == KvDtype::kBf16 ? 2 : 4);
+    const double bytes = static_cast<double>(d + 1) * 2.0 * o.kv_heads * o.head_dim *
+                         static_cast<double>(element_bytes(o.kv_dtype));
     std::printf(
         "decode at depth %lld, per layer of %d read in turn: %.3f ms, KV %.1f MiB, %.1f GB/s (%.0f%% of "
         "read), "

@@ -916,8 +916,8 @@ int main(int argc, char** argv) {
          "short-context tgN")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "K/V element type: f32 or bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}))
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "K/V element type: f32, bf16 or fp8 (FP8 E4M3)")
+      ->check(CLI::IsMember({"f32", "bf16", "fp8", "fp8_e4m3"}))
       ->capture_default_str();
   app.add_option("-r,--reps", o.reps, "Timed repetitions (one warm-up is added)")
       ->capture_default_str()

@@ -11,10 +11,11 @@
 
 namespace spark::kernels {
 
-// How K and V rows are stored: f32, or bf16 (the upper half of an f32, round to nearest even when
-// stored), which halves the bytes a long context's decode step streams. The kernels widen bf16 rows to
-// f32 as they load them (a 16-bit shift), so the math is the same as on f32 rows holding those values.
-enum class KvDtype : uint8_t { kF32, kBf16 };
+// How K and V rows are stored: f32; bf16 (the upper half of an f32, round to nearest even when stored),
+// which halves the bytes a long context's decode step streams; or FP8 E4M3 (util/fp8.h: round to nearest
+// even, saturating at +-448), a quarter. The kernels widen bf16 and fp8 rows to f32 exactly as they load
+// them, so the math is the same as on f32 rows holding those values.
+enum class KvDtype : uint8_t { kF32, kBf16, kFp8 };
 
 // Consecutive key positions whose K and V rows are evenly strided in memory (a cache block, a run of
 // a ring, or the rows of the chunk being computed), elements of the task's kv_dtype.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "util/fp8.h"
 #include "util/half.h"
 
 namespace spark::kernels::attention_tile {
@@ -49,12 +50,21 @@ inline int64_t row_lo(const AttentionTask& t, int64_t pos) {
   return t.window > 0 ? std::max<int64_t>(0, pos - t.window + 1) : 0;
 }
 
-// K/V rows hold E = float or uint16_t (bf16); a scalar element as f32 (V::load widens a vector of them).
+// K/V rows hold E = float, uint16_t (bf16) or uint8_t (FP8 E4M3); a scalar element as f32 (V::load widens a
+// vector of them).
 inline float widen(float x) {
   return x;
 }
 inline float widen(uint16_t x) {
   return bf16_to_f32(x);
+}
+// FP8 E4M3 (uint8_t): the vector loads widen a code c as the f16 whose bits are (sign-extended c << 7)
+// with bit 14 cleared: sign at bit 15, the 4 exponent bits at 10-13, the 3 mantissa bits at 7-9. That
+// f16 is the code's value times 2^-8 (its exponent bias is 15, not 7; subnormals line up the same way),
+// so F16C widens it exactly and a multiply by 2^8 gives the value. The NaN codes (never stored: K/V are
+// finite) come out as +-480 that way; the scalar reference reads them as NaN.
+inline float widen(uint8_t x) {
+  return fp8_e4m3_to_f32(x);
 }
 
 // acc[k][v] over QV query vectors and KU keys: St[key][q] = sum_d Qt[d][q] * K[key][d], in d order.
@@ -218,7 +228,7 @@ inline void values_all(float* o, int hd, const float* alpha, const float* st, in
   constexpr int kW = DV * V::L;
   for (int d0 = 0; d0 < hd; d0 += kW) {
     if (pack != nullptr) {
-      // The packed slice holds f32 (bf16 rows are widened once here, not once per query group).
+      // The packed slice holds f32 (bf16 and fp8 rows are widened once here, not once per query group).
       for (int64_t j = 0; j < n; ++j) {
         for (int v = 0; v < DV; ++v) V::store(pack + j * kW + v * V::L, V::load(vp[j] + d0 + v * V::L));
         pack_rows[j] = pack + j * kW;
@@ -440,6 +450,8 @@ void run(const AttentionShape& sh, std::span<const AttentionTask> tasks, ThreadP
       if (it.part >= 0) it.part += h * it.part_stride;
       if (t.kv_dtype == KvDtype::kBf16) {
         run_item<V, uint16_t>(sh, t, it, part_data);
+      } else if (t.kv_dtype == KvDtype::kFp8) {
+        run_item<V, uint8_t>(sh, t, it, part_data);
       } else {
         run_item<V, float>(sh, t, it, part_data);
       }

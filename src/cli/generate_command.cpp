@@ -223,8 +223,8 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--quant", opts->quant,
                   "Weight format: none (as stored), auto, f32, bf16, f16, int8, w4a8, w4a16");
   cmd->add_option("--priority", opts->priority, "For --quant auto: speed or fidelity");
-  cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, "K/V element type: f32 or bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, "K/V element type: f32, bf16 or fp8 (FP8 E4M3)")
+      ->check(CLI::IsMember({"f32", "bf16", "fp8", "fp8_e4m3"}));
   cmd->add_flag("--bf16-activations", opts->bf16_activations,
                 "bf16 weights: round the linear layers' inputs to bf16 (AMX-BF16 / AVX512-BF16 prefill)");
   cmd->add_option("--dump-activations", opts->dump_dir, "Write every named intermediate to .npy files here");

@@ -15,11 +15,12 @@ namespace spark {
 KvDtype parse_kv_cache_dtype(const std::string& name) {
   if (name == "f32") return KvDtype::kF32;
   if (name == "bf16") return KvDtype::kBf16;
-  throw Error("--kv-cache-dtype must be f32 or bf16, not '" + name + "'");
+  if (name == "fp8" || name == "fp8_e4m3") return KvDtype::kFp8;
+  throw Error("--kv-cache-dtype must be f32, bf16 or fp8, not '" + name + "'");
 }
 
 const char* kv_cache_dtype_name(KvDtype dtype) {
-  return dtype == KvDtype::kBf16 ? "bf16" : "f32";
+  return dtype == KvDtype::kBf16 ? "bf16" : dtype == KvDtype::kFp8 ? "fp8" : "f32";
 }
 
 KvPagePool::KvPagePool(const ModelConfig& config, int block_size, int64_t budget_bytes, bool prefault,

@@ -3,9 +3,9 @@
 //  - a page holds block_size positions of K and V for every full-attention layer (a "block"); a
 //    sequence's full layers are a table of such blocks, shareable between sequences (refcounted) so a
 //    prefix cache can hand complete blocks to a new sequence without copying. A block is
-//    [layer][K, V][position][kv_dim] with f32 elements; with bf16 ones each KV head's block_size rows
-//    are contiguous instead ([layer][K, V][head][position][head_dim]). A decode step reads one head at
-//    a time: with bf16 a head's row is a short piece (512 bytes on the 1.7B), and runs of a whole
+//    [layer][K, V][position][kv_dim] with f32 elements; with bf16 or fp8 ones each KV head's block_size
+//    rows are contiguous instead ([layer][K, V][head][position][head_dim]). A decode step reads one head
+//    at a time: with bf16 a head's row is a short piece (512 bytes on the 1.7B), and runs of a whole
 //    block of them read 1.08-1.14x faster; f32 pieces are long enough already, and grouping them was
 //    2-4% slower (spark-attention-bench --kv-layout, bench/RESULTS.md, session 19);
 //  - sliding layers only ever look back window-1 positions, so a sequence keeps a ring of exactly
@@ -15,8 +15,9 @@
 //    slide_pages_per_block() pages laid out like a full-layer block. The prefix cache keeps them so a new
 //    sequence can resume at any cached block boundary: a sequence being computed writes its sliding K/V
 //    into capture pages as well as its ring (see docs/prefix-cache.md).
-// Elements are f32 or bf16 (--kv-cache-dtype): bf16 pages hold the same positions in half the bytes, so
-// a byte budget holds twice the tokens; entries are returned untyped, elements of dtype().
+// Elements are f32, bf16 or fp8 (FP8 E4M3, --kv-cache-dtype): bf16 pages hold the same positions in half
+// the bytes and fp8 ones in a quarter, so a byte budget holds 2x or 4x the tokens; entries are returned
+// untyped, elements of dtype().
 #pragma once
 
 #include <cstdint>
@@ -33,11 +34,11 @@ class ThreadPool;
 
 using kernels::KvDtype;
 
-// "f32" or "bf16" (the --kv-cache-dtype values); throws on anything else.
+// "f32", "bf16" or "fp8" (alias "fp8_e4m3"; the --kv-cache-dtype values); throws on anything else.
 KvDtype parse_kv_cache_dtype(const std::string& name);
 const char* kv_cache_dtype_name(KvDtype dtype);
 inline int kv_dtype_bytes(KvDtype dtype) {
-  return dtype == KvDtype::kBf16 ? 2 : 4;
+  return dtype == KvDtype::kBf16 ? 2 : dtype == KvDtype::kFp8 ? 1 : 4;
 }
 
 class KvPagePool {
@@ -59,7 +60,7 @@ class KvPagePool {
   int head_dim() const { return head_dim_; }
   // Inside a full layer's block: elements between consecutive positions of one KV head, and between
   // the KV heads of one position (see the top of this file).
-  bool full_heads_grouped() const { return dtype_ == KvDtype::kBf16; }
+  bool full_heads_grouped() const { return dtype_ != KvDtype::kF32; }
   int64_t full_row_stride() const { return full_heads_grouped() ? head_dim_ : kv_dim_; }
   int64_t full_head_stride() const {
     return full_heads_grouped() ? static_cast<int64_t>(block_size_) * head_dim_ : head_dim_;

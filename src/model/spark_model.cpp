@@ -10,6 +10,7 @@
 #include "attention/attention.h"
 #include "gemm/path_report.h"
 #include "spark/error.h"
+#include "util/fp8.h"
 #include "util/half.h"
 
 namespace spark {
@@ -222,15 +223,16 @@ void SparkModel::store_kv(const Layer& layer, std::span<const SequenceChunk> chu
     const bool sliding = layer.type == LayerType::kSliding;
     // The ring takes only the chunk's last window-1 positions; a prefix-cache capture takes them all.
     const int64_t ring_first = sliding ? std::max<int64_t>(0, ch.num_tokens - ch.kv->ring_capacity()) : 0;
-    // f32: the K and V floats of the step's qkv row; bf16: the rounded copy made by round_kv.
-    const bool bf16 = ch.kv->pool().dtype() == KvDtype::kBf16;
+    // f32: the K and V floats of the step's qkv row; bf16 or fp8: the rounded copy made by round_kv.
+    const bool rounded = ch.kv->pool().dtype() != KvDtype::kF32;
     // Rings and captures take whole rows; a full layer's block may keep each KV head's rows apart.
     const int64_t esize = ch.kv->pool().element_bytes(), hd = config_.head_dim;
     const int64_t head_stride = sliding ? hd : ch.kv->pool().full_head_stride();
     const auto put = [&](int64_t i, int kv, void* dst) {
       const int64_t r = chunk_begin_[c] + i;
-      const char* src = bf16 ? reinterpret_cast<const char*>(kv16_.data() + (r * 2 + kv) * kv_dim)
-                             : reinterpret_cast<const char*>(qkv_.data() + r * qkv_dim + q_dim + kv * kv_dim);
+      const char* src = rounded
+                            ? kv_rounded_.data() + (r * 2 + kv) * kv_dim * esize
+                            : reinterpret_cast<const char*>(qkv_.data() + r * qkv_dim + q_dim + kv * kv_dim);
       if (head_stride == hd) {
         std::memcpy(dst, src, static_cast<size_t>(kv_dim * esize));
         return;
@@ -255,14 +257,21 @@ void SparkModel::store_kv(const Layer& layer, std::span<const SequenceChunk> chu
   }
 }
 
-void SparkModel::round_kv(int64_t total, ThreadPool& pool) {
+void SparkModel::round_kv(int64_t total, KvDtype dtype, ThreadPool& pool) {
   const int q_dim = config_.q_dim(), kv_dim = config_.kv_dim(), qkv_dim = config_.qkv_dim();
-  kv16_.resize(static_cast<size_t>(total * 2 * kv_dim));
+  const int64_t row_bytes = 2 * static_cast<int64_t>(kv_dim) * kv_dtype_bytes(dtype);
+  kv_rounded_.resize(static_cast<size_t>(total * row_bytes));
   pool.parallel_for(static_cast<size_t>(total), 16, [&](size_t begin, size_t end) {
     for (size_t r = begin; r < end; ++r) {
       const float* src = qkv_.data() + static_cast<int64_t>(r) * qkv_dim + q_dim;
-      uint16_t* dst = kv16_.data() + static_cast<int64_t>(r) * 2 * kv_dim;
-      for (int i = 0; i < 2 * kv_dim; ++i) dst[i] = f32_to_bf16(src[i]);
+      char* row = kv_rounded_.data() + static_cast<int64_t>(r) * row_bytes;
+      if (dtype == KvDtype::kFp8) {
+        uint8_t* dst = reinterpret_cast<uint8_t*>(row);
+        for (int i = 0; i < 2 * kv_dim; ++i) dst[i] = f32_to_fp8_e4m3(src[i]);
+      } else {
+        uint16_t* dst = reinterpret_cast<uint16_t*>(row);
+        for (int i = 0; i < 2 * kv_dim; ++i) dst[i] = f32_to_bf16(src[i]);
+      }
     }
   });
 }
@@ -280,8 +289,9 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
   for (size_t c = 0; c < chunks.size(); ++c) {
     const SequenceChunk& ch = chunks[c];
     const int64_t start = ch.kv->num_tokens();
-    const bool bf16 = ch.kv->pool().dtype() == KvDtype::kBf16;
-    const int64_t row_bytes = static_cast<int64_t>(kv_dim) * ch.kv->pool().element_bytes();
+    const bool rounded = ch.kv->pool().dtype() != KvDtype::kF32;
+    const int64_t esize = ch.kv->pool().element_bytes();
+    const int64_t row_bytes = static_cast<int64_t>(kv_dim) * esize;
     const auto after = [row_bytes](const void* row, int64_t n) {
       return static_cast<const char*>(row) + n * row_bytes;
     };
@@ -311,9 +321,9 @@ void SparkModel::attention(const Layer& layer, std::span<const SequenceChunk> ch
       spans_.push_back(s);
       p += s.count;
     }
-    if (bf16) {
-      const uint16_t* own = kv16_.data() + chunk_begin_[c] * 2 * kv_dim;
-      spans_.push_back({start, ch.num_tokens, own, own + kv_dim, 2 * kv_dim});
+    if (rounded) {
+      const char* own = kv_rounded_.data() + chunk_begin_[c] * 2 * row_bytes;
+      spans_.push_back({start, ch.num_tokens, own, own + row_bytes, 2 * kv_dim});
     } else {
       const float* own = qkv_.data() + chunk_begin_[c] * qkv_dim + q_dim;
       spans_.push_back({start, ch.num_tokens, own, own + kv_dim, qkv_dim});
@@ -382,8 +392,12 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
     total += ch.num_tokens;
     logit_rows += ch.logits == LogitsMode::kAll ? ch.num_tokens : ch.logits == LogitsMode::kLast ? 1 : 0;
   }
-  bool any_bf16 = false;
-  for (const SequenceChunk& ch : chunks) any_bf16 |= ch.kv->pool().dtype() == KvDtype::kBf16;
+  // The chunks of one step share the engine's KV pool, so one element type: bf16 and fp8 K/V are
+  // rounded once per step (round_kv) and read from that copy by the chunk's own rows and the cache store.
+  const KvDtype kv_dtype = chunks.front().kv->pool().dtype();
+  for (const SequenceChunk& ch : chunks) {
+    if (ch.kv->pool().dtype() != kv_dtype) throw Error("forward: chunks with different KV element types");
+  }
   x_.resize(static_cast<size_t>(total * hidden));
   h_.resize(x_.size());
   qkv_.resize(static_cast<size_t>(total * qkv_dim));
@@ -424,7 +438,7 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
       }
     });
     tap("qkv_rope", li, qkv_.data(), total, qkv_dim);
-    if (any_bf16) round_kv(total, pool);
+    if (kv_dtype != KvDtype::kF32) round_kv(total, kv_dtype, pool);
 
     // Full layers read every key from the blocks, so this chunk's keys go in first; sliding layers
     // read this chunk's keys from qkv_ and must not overwrite ring entries still being attended to.

@@ -94,7 +94,7 @@ class SparkModel {
   }
   void attention(const Layer& layer, std::span<const SequenceChunk> chunks, ThreadPool& pool);
   void store_kv(const Layer& layer, std::span<const SequenceChunk> chunks);
-  void round_kv(int64_t total, ThreadPool& pool);
+  void round_kv(int64_t total, KvDtype dtype, ThreadPool& pool);
 
   std::shared_ptr<const Checkpoint> checkpoint_;
   ModelConfig config_;
@@ -110,9 +110,10 @@ class SparkModel {
 
   // Step workspaces, reused across calls ([tokens, width] row-major).
   std::vector<float> x_, h_, qkv_, gate_, attn_, proj_, ffn_gate_, ffn_up_, head_in_;
-  // bf16 KV caches: each step row's K and V after RoPE, rounded to bf16 once ([row][K | V]); the cache
-  // stores these and attention reads a chunk's own keys from here, so every key it sees is rounded alike.
-  std::vector<uint16_t> kv16_;
+  // bf16 and fp8 KV caches: each step row's K and V after RoPE, rounded once ([row][K | V], elements of
+  // the cache's type); the cache stores these and attention reads a chunk's own keys from here, so every
+  // key it sees is rounded alike.
+  std::vector<char> kv_rounded_;
   std::vector<int64_t> token_pos_;    // absolute position of each step token
   std::vector<int64_t> chunk_begin_;  // first step row of each chunk
   std::vector<kernels::KvSpan> spans_;  // attention's key runs, all chunks of one layer

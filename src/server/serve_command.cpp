@@ -284,8 +284,8 @@ std::function<int()> add_serve_options(CLI::App& app) {
                  "KV cache budget as a fraction of available memory (when no byte budget is given)")
       ->capture_default_str();
   app.add_option("--kv-cache-dtype", o->engine.kv_cache_dtype,
-                 "K/V element type: f32 or bf16 (half the bytes: twice the tokens per budget)")
-      ->check(CLI::IsMember({"f32", "bf16"}))
+                 "K/V element type: f32, bf16 (twice the tokens per budget) or fp8 (FP8 E4M3: four times)")
+      ->check(CLI::IsMember({"f32", "bf16", "fp8", "fp8_e4m3"}))
       ->capture_default_str();
   app.add_flag("--kv-cache-prefault", o->engine.kv_cache_prefault,
                "Make the whole KV budget resident at start-up (default: it becomes resident as it is used)");

@@ -16,6 +16,12 @@ KV, which must give exactly the logits computed in place. The bf16 run is also s
 and must be at least 4x further from it than from the bf16 one (the rounding is really applied, and the
 reference models it; measured 6.3e-3 against 3.7e-4).
 
+fp8 KV cache (`generate --kv-cache-dtype fp8`, FP8 E4M3), same checkpoint and prompt, whole and in chunks of 13:
+every layer's attention output (prefill and decode rows) must be the reference's attention (spark_ref
+Model.attend) over the engine's own dumped q, k, v and gate with K/V rounded by spark_ref.round_fp8_e4m3, within
+FP8_KV_OP_TOLERANCE, and at least 10x that away from the attention over unrounded K/V; the logits against the
+exact f32 reference and the greedy agreement are reported.
+
 bf16 activations (`generate --bf16-activations`), same checkpoint and prompt, whole and in chunks of 13: every
 projection's output (each layer's q_k_v, out, gate, up, down and the output head, prefill and decode rows) must
 be the product of the engine's own dumped input rounded to bf16 within BF16_ACT_OP_TOLERANCE, and at least 10x
@@ -43,12 +49,15 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tools", "reference"))
 from erf_np import check_against_math  # noqa: E402
-from spark_ref import F64, Model, round_bf16  # noqa: E402
+from spark_ref import F64, Model, round_bf16, round_fp8_e4m3  # noqa: E402
 
 TOLERANCE = 1e-4  # max |logit diff| allowed, relative to max |logit|
 # bf16 KV: the engine's f32 K/V differ from the reference's float64 ones in the last bits, which moves an
 # element across a bf16 rounding boundary now and then (one bf16 step, 2^-8 relative); measured 3.7e-4.
 BF16_KV_TOLERANCE = 2e-3
+# fp8 KV, per layer's attention on the engine's own dumped q, k, v and gate: f32 against float64 only (the
+# rounding of the same f32 K/V to fp8 is exact on both sides).
+FP8_KV_OP_TOLERANCE = 1e-4
 # bf16 activations, per projection on the engine's own input: f32 summation order only (measured 1.8e-7 at the
 # amx tier, 8.7e-7 at avx512, 4.4e-7 at avx2; without the rounding the least projection is 1.4e-3 off).
 BF16_ACT_OP_TOLERANCE = 1e-5
@@ -210,6 +219,25 @@ def projection_errors(model, dumped):
     return rounded, unrounded
 
 
+def attention_errors(model, dumped):
+    """Per layer: max |engine attention output - reference attention| / max |that reference|, on the engine's
+    own dumped q, k, v (qkv_rope) and gate, with K/V rounded to FP8 E4M3 and as they are."""
+    rounded, unrounded = {}, {}
+    H, KV, D = model.heads, model.kv_heads, model.head_dim
+    for layer, spec in enumerate(model.layer_specs):
+        L = f".L{layer}"
+        qkv, gate = dumped[f"qkv_rope{L}"].astype(F64), dumped[f"attn_gate{L}"].astype(F64)
+        got = dumped[f"attn_out{L}"].astype(F64)
+        T = qkv.shape[0]
+        q = qkv[:, :H * D].reshape(T, H, D)
+        k = qkv[:, H * D:(H + KV) * D].reshape(T, KV, D)
+        v = qkv[:, (H + KV) * D:].reshape(T, KV, D)
+        for out, (kk, vv) in ((rounded, (round_fp8_e4m3(k), round_fp8_e4m3(v))), (unrounded, (k, v))):
+            want = model.attend(q, kk, vv, gate, spec)
+            out[f"attn_out{L}"] = float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
+    return rounded, unrounded
+
+
 def first_divergence(rows):
     return next((r for r in rows if r[1] is None or r[1] > OP_TOLERANCE), None)
 
@@ -338,6 +366,38 @@ def main():
         except (RuntimeError, ValueError, KeyError) as e:
             case.update({"error": str(e), "ok": False})
             print(f"tiny+w512 kv bf16 {mode}: ERROR {e}")
+        results.append(case)
+
+    # fp8 KV cache (FP8 E4M3), same checkpoint and prompt. One fp8 step is 2^-4 relative, so an element the
+    # engine's f32 K/V put on the other side of a rounding boundary than the reference's float64 ones moves by a
+    # whole step and the random model amplifies it: whole-model logits cannot be held to an fp8-rounding
+    # reference. Every layer's attention is checked instead on the engine's own dumped q, k, v (after RoPE) and
+    # gate: the engine's output must be the reference's attention over K/V rounded by spark_ref.round_fp8_e4m3
+    # (written from the format's definition, not from the engine's bit manipulation) within FP8_KV_OP_TOLERANCE,
+    # for every prefill and decode row of every layer, and clearly not the attention over unrounded K/V. The
+    # logits against the exact f32 reference and the greedy agreement are reported: fp8's cost on this model.
+    for mode in ("whole", "chunk13"):
+        case = {"config": "tiny+w512", "dtype": "bf16", "prompt": prompt, "mode": mode, "model": model_dir,
+                "kv": "fp8"}
+        try:
+            dump_dir = os.path.join(work, "dump-kv8")
+            generated, logits = engine.generate(model_dir, prompt, MODES[mode], os.path.join(work, "kv8.npy"),
+                                                dump_dir, kv_dtype="fp8")
+            rounded, unrounded = attention_errors(ref_f32.model, load_dump(dump_dir))
+            vs_f32 = compare(ref_f32, prompt, generated, logits)
+            case.update({"rounded": rounded, "unrounded": unrounded, "vs_f32": vs_f32["ratio"]})
+            case["ok"] = (max(rounded.values()) <= FP8_KV_OP_TOLERANCE
+                          and min(unrounded.values()) > 10 * FP8_KV_OP_TOLERANCE)
+            worst = max(rounded, key=rounded.get)
+            least = min(unrounded, key=unrounded.get)
+            print(f"{'tiny+w512':<12} {'kv fp8':<8} {len(prompt):>6} {mode:<8} {len(rounded)} layers' attention: "
+                  f"worst {worst} {rounded[worst]:.2e} of the fp8-rounded K/V's, least {least} "
+                  f"{unrounded[least]:.2e} from the unrounded ones; logits vs the f32 reference: ratio "
+                  f"{vs_f32['ratio']:.2e}, greedy tokens {'the same' if vs_f32['tokens_equal'] else 'differ at ' + str(vs_f32['first_mismatch'])}"
+                  + ("" if case["ok"] else "  FAIL"))
+        except (RuntimeError, ValueError, KeyError) as e:
+            case.update({"error": str(e), "ok": False})
+            print(f"tiny+w512 kv fp8 {mode}: ERROR {e}")
         results.append(case)
 
     # bf16 activations (--bf16-activations), same checkpoint and prompt. Rounding is discontinuous: an input that

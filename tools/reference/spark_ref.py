@@ -53,6 +53,18 @@ def round_bf16(x):
     return bits.astype(np.uint32).view(np.float32).astype(F64)
 
 
+def round_fp8_e4m3(x):
+    """x rounded to FP8 E4M3 (OCP e4m3fn: 3 mantissa bits, exponent bias 7, subnormals down to 2^-9, largest
+    finite 448; nearest, ties to even; beyond 448 saturated to +-448) by way of float32, as the engine's fp8 KV
+    cache stores K/V. From the format's definition: the spacing of representable values around |x| is
+    2^(e - 3) for |x| in [2^e, 2^(e+1)), and 2^-9 below 2^-6 (subnormals)."""
+    x = np.ascontiguousarray(x, dtype=np.float32).astype(F64)
+    _, e = np.frexp(np.abs(x))  # |x| = f * 2^e with f in [0.5, 1): |x| lies in [2^(e-1), 2^e)
+    spacing = np.ldexp(1.0, np.maximum(e - 1, -6) - 3)
+    rounded = np.round(np.abs(x) / spacing) * spacing  # np.round: ties to even
+    return np.copysign(np.minimum(rounded, 448.0), x)
+
+
 def softmax(scores):
     scores = scores - scores.max(axis=-1, keepdims=True)
     e = np.exp(scores)
@@ -78,12 +90,12 @@ class LayerSpec:
 
 class Model:
     def __init__(self, config, tensors, kv_dtype="f32", act_dtype="f32"):
-        """kv_dtype "bf16": K (after RoPE) and V are rounded to bfloat16 before attention reads them, as the
-        engine's --kv-cache-dtype bf16 stores them. act_dtype "bf16": the inputs of the projections (q_k_v,
+        """kv_dtype "bf16" or "fp8": K (after RoPE) and V are rounded to bfloat16 or FP8 E4M3 before attention
+        reads them, as the engine's --kv-cache-dtype bf16 / fp8 stores them. act_dtype "bf16": the inputs of the projections (q_k_v,
         out, gate, up, down and the output head; not the tiny head gate g_proj) are rounded to bfloat16, as
         the engine's --bf16-activations does. Everything else stays float64."""
-        if kv_dtype not in ("f32", "bf16"):
-            raise ValueError(f"kv_dtype {kv_dtype!r}: f32 or bf16")
+        if kv_dtype not in ("f32", "bf16", "fp8"):
+            raise ValueError(f"kv_dtype {kv_dtype!r}: f32, bf16 or fp8")
         if act_dtype not in ("f32", "bf16"):
             raise ValueError(f"act_dtype {act_dtype!r}: f32 or bf16")
         self.kv_dtype = kv_dtype
@@ -191,7 +203,18 @@ class Model:
         record("qkv_rope", np.concatenate([q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)], axis=1))
         if self.kv_dtype == "bf16":
             k, v = round_bf16(k), round_bf16(v)
+        elif self.kv_dtype == "fp8":
+            k, v = round_fp8_e4m3(k), round_fp8_e4m3(v)
+        attn_out = self.attend(q, k, v, gate, spec)
+        record("attn_out", attn_out)
+        proj = linear(self.act(attn_out), w["out"])
+        record("attn_proj", proj)
+        return proj
 
+    def attend(self, q, k, v, gate, spec):
+        """Gated causal attention of one layer: q [T, heads, head_dim], k and v [T, kv_heads, head_dim] (as the
+        cache holds them), gate [T, heads]; returns [T, heads * head_dim]."""
+        T, H, D = q.shape
         visible = self._visible(T, spec)
         group = H // self.kv_heads
         scale = 1.0 / math.sqrt(D)
@@ -201,11 +224,7 @@ class Model:
             scores = (q[:, j, :] @ k[:, kv, :].T) * scale
             scores = np.where(visible, scores, -np.inf)
             gated[:, j, :] = (softmax(scores) @ v[:, kv, :]) * gate[:, j:j + 1]
-        attn_out = gated.reshape(T, q_dim)
-        record("attn_out", attn_out)
-        proj = linear(self.act(attn_out), w["out"])
-        record("attn_proj", proj)
-        return proj
+        return gated.reshape(T, H * D)
 
     def _mlp(self, x, w, record):
         h = rms_norm(x, w["ffn_norm"], self.eps)
@@ -278,8 +297,9 @@ def main(argv=None):
     ap.add_argument("--top", type=int, default=5, help="top logits to print per step")
     ap.add_argument("--logits-out", help="write float32 [P + n - 1, vocab] logits here (.npy)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--kv-cache-dtype", choices=("f32", "bf16"), default="f32",
-                    help="bf16: round K (after RoPE) and V to bfloat16, as the engine's bf16 KV cache does")
+    ap.add_argument("--kv-cache-dtype", choices=("f32", "bf16", "fp8"), default="f32",
+                    help="bf16 / fp8: round K (after RoPE) and V to bfloat16 / FP8 E4M3, as the engine's KV cache "
+                         "of that type does")
     ap.add_argument("--bf16-activations", action="store_true",
                     help="round the projections' inputs to bfloat16, as the engine's --bf16-activations does")
     args = ap.parse_args(argv)

@@ -2,7 +2,7 @@
 // KV cache lays them out: paged blocks in scattered pages, a sliding ring that wraps, and the chunk's own
 // rows inside wider qkv rows. Shapes cover group sizes 1 to 8, head sizes the AVX-512 body does not take
 // (AVX2 only), decode (1 row) and prefill (rows across tiles and key blocks), windows and their edges;
-// K/V stored as f32 and as bf16.
+// K/V stored as f32, as bf16 and as FP8 E4M3.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "attention/attention.h"
 #include "attention/attention_isa.h"
 #include "kernel_test_util.h"
+#include "util/fp8.h"
 #include "util/half.h"
 
 namespace spark::kernels {
@@ -28,6 +29,7 @@ enum class Layout { kBlocks, kRing };
 struct Sequence {
   std::vector<float> cache, own, q, out;
   std::vector<uint16_t> cache16, own16;  // bf16: the K/V the spans point at
+  std::vector<uint8_t> cache8, own8;     // fp8: the same
   std::vector<KvSpan> spans;
   AttentionTask task;
 };
@@ -36,8 +38,9 @@ struct Shape {
   int heads, kv_heads, head_dim;
 };
 
-// Re-points a span laid out over f32 `from` at the same elements of the bf16 copy `to`.
-const void* same_element(const void* p, const std::vector<float>& from, const std::vector<uint16_t>& to) {
+// Re-points a span laid out over f32 `from` at the same elements of the bf16 or fp8 copy `to`.
+template <class E>
+const void* same_element(const void* p, const std::vector<float>& from, const std::vector<E>& to) {
   return to.data() + (static_cast<const float*>(p) - from.data());
 }
 
@@ -45,6 +48,19 @@ std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16(v[i]);
   return out;
+}
+
+std::vector<uint8_t> to_fp8(const std::vector<float>& v) {
+  std::vector<uint8_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_fp8_e4m3(v[i]);
+  return out;
+}
+
+// x as the K/V cache of `dtype` would hold it.
+float stored_value(float x, KvDtype dtype) {
+  if (dtype == KvDtype::kBf16) return bf16_to_f32(f32_to_bf16(x));
+  if (dtype == KvDtype::kFp8) return fp8_e4m3_to_f32(f32_to_fp8_e4m3(x));
+  return x;
 }
 
 Sequence make_sequence(const Shape& sh, Layout layout, int64_t start, int64_t rows, int64_t window,
@@ -107,6 +123,15 @@ Sequence make_sequence(const Shape& sh, Layout layout, int64_t start, int64_t ro
       sp.v = own ? same_element(sp.v, s.own, s.own16) : same_element(sp.v, s.cache, s.cache16);
     }
     s.task.kv_dtype = KvDtype::kBf16;
+  } else if (dtype == KvDtype::kFp8) {
+    s.cache8 = to_fp8(s.cache);
+    s.own8 = to_fp8(s.own);
+    for (KvSpan& sp : s.spans) {
+      const bool own = sp.pos == start;
+      sp.k = own ? same_element(sp.k, s.own, s.own8) : same_element(sp.k, s.cache, s.cache8);
+      sp.v = own ? same_element(sp.v, s.own, s.own8) : same_element(sp.v, s.cache, s.cache8);
+    }
+    s.task.kv_dtype = KvDtype::kFp8;
   }
   s.task.kv = s.spans;
   return s;
@@ -161,8 +186,8 @@ float tolerance(const Case& c) {
   return c.q_sigma > 1.0f ? 3e-5f : 5e-6f;
 }
 
-// bf16 K/V: the kernels widen them exactly, so against the reference on the same bf16 values the error is
-// that of the f32 path, and the same tolerance holds.
+// bf16 and fp8 K/V: the kernels widen them exactly, so against the reference on the same values the error
+// is that of the f32 path, and the same tolerance holds.
 void check_against_reference(AttentionFn fn, bool (*supports)(int), const char* label,
                              KvDtype dtype = KvDtype::kF32) {
   std::mt19937 rng(4321);
@@ -225,32 +250,54 @@ TEST(Attention, Bf16Avx512MatchesReference) {
   check_against_reference(attention_avx512, attention_avx512_supports, "avx512 bf16", KvDtype::kBf16);
 }
 
-// The reference reads bf16 rows as the values they hold: on K/V that are exactly bf16 values its output
-// equals (bit for bit) its output on the same values stored as f32, and on K/V that are not, the bf16
-// output differs (the rounding happened, at the size bf16's 8-bit mantissa implies).
-TEST(Attention, Bf16ReferenceReadsTheRoundedValues) {
+TEST(Attention, Fp8DispatchMatchesReference) {
+  check_against_reference(attention, any_head_dim, "dispatch fp8", KvDtype::kFp8);
+}
+
+TEST(Attention, Fp8Avx2MatchesReference) {
+  SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx2);
+  check_against_reference(attention_avx2, attention_avx2_supports, "avx2 fp8", KvDtype::kFp8);
+}
+
+TEST(Attention, Fp8Avx512MatchesReference) {
+  SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx512);
+  check_against_reference(attention_avx512, attention_avx512_supports, "avx512 fp8", KvDtype::kFp8);
+}
+
+// The reference reads bf16 and fp8 rows as the values they hold: on K/V that are exactly such values its
+// output equals (bit for bit) its output on the same values stored as f32, and on K/V that are not, the
+// output differs by about what the format's mantissa implies (8 bits for bf16, 4 for fp8).
+void reference_reads_the_rounded_values(KvDtype dtype, float least, float most) {
   std::mt19937 rng(7);
   const Shape sh{8, 2, 64};
   const AttentionShape shape{sh.heads, sh.kv_heads, sh.head_dim, 0.125f};
   Sequence f = make_sequence(sh, Layout::kBlocks, 100, 3, 0, 1.0f, rng);
   std::mt19937 rng2(7);
-  Sequence b = make_sequence(sh, Layout::kBlocks, 100, 3, 0, 1.0f, rng2, KvDtype::kBf16);
+  Sequence b = make_sequence(sh, Layout::kBlocks, 100, 3, 0, 1.0f, rng2, dtype);
   attention_ref(shape, f.task);
   attention_ref(shape, b.task);
   float worst = 0.0f;
   for (size_t i = 0; i < f.out.size(); ++i) worst = std::max(worst, std::fabs(f.out[i] - b.out[i]));
-  EXPECT_GT(worst, 1e-4f);
-  EXPECT_LT(worst, 5e-2f);
-  // Now round the f32 copy to bf16 values: the two must agree exactly.
-  for (float& x : f.cache) x = bf16_to_f32(f32_to_bf16(x));
+  EXPECT_GT(worst, least);
+  EXPECT_LT(worst, most);
+  // Now round the f32 copy to the stored values: the two must agree exactly.
+  for (float& x : f.cache) x = stored_value(x, dtype);
   for (size_t r = 0; r < 3; ++r) {
     for (int i = sh.heads * sh.head_dim; i < static_cast<int>(f.task.q_stride); ++i) {
       float& x = f.own[r * static_cast<size_t>(f.task.q_stride) + static_cast<size_t>(i)];
-      x = bf16_to_f32(f32_to_bf16(x));
+      x = stored_value(x, dtype);
     }
   }
   attention_ref(shape, f.task);
   EXPECT_EQ(f.out, b.out);
+}
+
+TEST(Attention, Bf16ReferenceReadsTheRoundedValues) {
+  reference_reads_the_rounded_values(KvDtype::kBf16, 1e-4f, 5e-2f);
+}
+
+TEST(Attention, Fp8ReferenceReadsTheRoundedValues) {
+  reference_reads_the_rounded_values(KvDtype::kFp8, 2e-3f, 0.5f);
 }
 
 // What the forward pass's chunking and prefix-cache tests rely on: a row's output is bit-identical
@@ -261,11 +308,11 @@ TEST(Attention, RowsDoNotDependOnChunkingThreadsOrTier) {
   std::mt19937 rng(99);
   ThreadPool pool1(1), pool3(3);
   const Shape sh{8, 2, 64};
-  for (int64_t window : {int64_t{0}, int64_t{40}, int64_t{-1}}) {
-    // window -1: full attention with bf16 K/V.
-    const KvDtype dtype = window < 0 ? KvDtype::kBf16 : KvDtype::kF32;
+  for (int64_t window : {int64_t{0}, int64_t{40}, int64_t{-1}, int64_t{-2}}) {
+    // window -1: full attention with bf16 K/V; -2: with fp8 K/V.
+    const KvDtype dtype = window == -1 ? KvDtype::kBf16 : window == -2 ? KvDtype::kFp8 : KvDtype::kF32;
     window = std::max<int64_t>(window, 0);
-    SCOPED_TRACE("window " + std::to_string(window) + (dtype == KvDtype::kBf16 ? " bf16" : ""));
+    SCOPED_TRACE("window " + std::to_string(window) + " kv " + std::to_string(static_cast<int>(dtype)));
     const Layout layout = window > 0 ? Layout::kRing : Layout::kBlocks;
     Sequence s = make_sequence(sh, layout, 150, 90, window, 2.0f, rng, dtype);
     const AttentionShape shape{sh.heads, sh.kv_heads, sh.head_dim, 0.125f};

@@ -1,10 +1,11 @@
 // Internal consistency of the forward pass: however a sequence is cut into chunks, and whatever other
 // sequences share its step, it must produce the same logits. (Agreement with the independent numpy
-// reference is tests/golden/forward_vs_reference_test.py.) Both K/V cache element types, f32 and bf16.
+// reference is tests/golden/forward_vs_reference_test.py.) Every K/V cache element type: f32, bf16, fp8.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 
@@ -73,7 +74,10 @@ class ForwardConsistency : public ::testing::Test {
   // f32 KV: chunking changes only the last bits of K and V. bf16 KV: those last bits can move a K or V
   // element across a bf16 rounding boundary (one bf16 step, 2^-8 relative), so the logits agree to that
   // rounding's effect instead (measured 7.7e-4 on tiny, chunks of 1 against one 150-token prefill).
-  static float chunking_tolerance(KvDtype dt) { return dt == KvDtype::kBf16 ? 3e-3f : 1e-5f; }
+  // fp8 KV: the same with one fp8 step (2^-4 relative) per crossing (measured 4.3e-3, chunks of 1).
+  static float chunking_tolerance(KvDtype dt) {
+    return dt == KvDtype::kBf16 ? 3e-3f : dt == KvDtype::kFp8 ? 2e-2f : 1e-5f;
+  }
 
   static void expect_close(const std::vector<float>& a, const std::vector<float>& b,
                            KvDtype dt = KvDtype::kF32) {
@@ -111,6 +115,10 @@ TEST_F(ForwardConsistency, ChunkingDoesNotChangeLogitsWithBf16Kv) {
   chunking_case(KvDtype::kBf16);
 }
 
+TEST_F(ForwardConsistency, ChunkingDoesNotChangeLogitsWithFp8Kv) {
+  chunking_case(KvDtype::kFp8);
+}
+
 // bf16 K/V are used (the logits move) and move them little: rounding K and V to 8 significant bits.
 // (Against the reference with bf16-rounded K/V: tests/golden/forward_vs_reference_test.py.)
 TEST_F(ForwardConsistency, Bf16KvLogitsStayCloseToF32) {
@@ -118,6 +126,18 @@ TEST_F(ForwardConsistency, Bf16KvLogitsStayCloseToF32) {
   const float rel = relative_diff(run(tokens, 13, nullptr, nullptr, KvDtype::kBf16), run(tokens, 13));
   EXPECT_GT(rel, 1e-6f);
   EXPECT_LT(rel, 2e-2f);
+}
+
+// fp8 K/V (4 significant bits) move the logits more than bf16 does, and less than a bound (measured
+// FP8_F32_MEASURED on this random model).
+TEST_F(ForwardConsistency, Fp8KvLogitsStayCloseToF32) {
+  const auto tokens = random_tokens(100, 6);
+  const auto f32 = run(tokens, 13);
+  const float rel8 = relative_diff(run(tokens, 13, nullptr, nullptr, KvDtype::kFp8), f32);
+  const float rel16 = relative_diff(run(tokens, 13, nullptr, nullptr, KvDtype::kBf16), f32);
+  std::printf("fp8 KV vs f32: %.3g, bf16 KV vs f32: %.3g\n", rel8, rel16);
+  EXPECT_GT(rel8, 2 * rel16);
+  EXPECT_LT(rel8, 0.2f);
 }
 
 TEST_F(ForwardConsistency, BatchedStepEqualsSeparateSteps) {
@@ -211,6 +231,10 @@ TEST_F(ForwardConsistency, ResumingFromCapturedBlocksGivesIdenticalLogits) {
 
 TEST_F(ForwardConsistency, ResumingFromCapturedBlocksGivesIdenticalLogitsWithBf16Kv) {
   resume_case(KvDtype::kBf16);
+}
+
+TEST_F(ForwardConsistency, ResumingFromCapturedBlocksGivesIdenticalLogitsWithFp8Kv) {
+  resume_case(KvDtype::kFp8);
 }
 
 TEST_F(ForwardConsistency, RejectsPositionsPastMaxModelLenAndBadTokenIds) {

@@ -21,16 +21,27 @@ ModelConfig tiny_config() {
   return parse_model_config(builtin_config("tiny"), "tiny");
 }
 
-// Element 0 of an entry of a pool of `dtype`, written and read as the model does (bf16: rounded).
+// Element 0 of an entry of a pool of `dtype`, written and read as the model does (bf16: rounded). fp8
+// holds too few significant bits for the distinct values the layout tests write (multiples of 0.5 up to a
+// few hundred), so there the tests write 2x as a 16-bit integer into elements 0 and 1: still where the
+// model's first two elements go, which is what they check.
 void put(KvDtype dtype, void* entry, float x) {
   if (dtype == KvDtype::kBf16) {
     *static_cast<uint16_t*>(entry) = f32_to_bf16(x);
+  } else if (dtype == KvDtype::kFp8) {
+    const int16_t v = static_cast<int16_t>(x * 2.0f);
+    std::memcpy(entry, &v, sizeof v);
   } else {
     *static_cast<float*>(entry) = x;
   }
 }
 
 float get(KvDtype dtype, const void* entry) {
+  if (dtype == KvDtype::kFp8) {
+    int16_t v;
+    std::memcpy(&v, entry, sizeof v);
+    return static_cast<float>(v) / 2.0f;
+  }
   return dtype == KvDtype::kBf16 ? bf16_to_f32(*static_cast<const uint16_t*>(entry))
                                  : *static_cast<const float*>(entry);
 }
@@ -89,7 +100,39 @@ TEST(KvPagePool, Bf16PagesHoldTheSamePositionsInHalfTheBytes) {
   EXPECT_EQ(static_cast<char*>(s.ring_keys(0, 1)) - static_cast<char*>(s.ring_keys(0, 0)), cfg.kv_dim() * 2);
   EXPECT_EQ(parse_kv_cache_dtype("bf16"), KvDtype::kBf16);
   EXPECT_EQ(parse_kv_cache_dtype("f32"), KvDtype::kF32);
+  EXPECT_EQ(parse_kv_cache_dtype("fp8"), KvDtype::kFp8);
+  EXPECT_EQ(parse_kv_cache_dtype("fp8_e4m3"), KvDtype::kFp8);
+  EXPECT_STREQ(kv_cache_dtype_name(KvDtype::kFp8), "fp8");
   EXPECT_ANY_THROW(parse_kv_cache_dtype("f16"));
+  EXPECT_ANY_THROW(parse_kv_cache_dtype("fp8_e5m2"));
+}
+
+// fp8 K/V take 1 byte an element: a quarter of the f32 bytes per page, token and ring, so a byte budget
+// holds four times the pages; blocks keep each KV head's rows together as bf16 ones do.
+TEST(KvPagePool, Fp8PagesHoldTheSamePositionsInAQuarterOfTheBytes) {
+  ModelConfig cfg = tiny_config();
+  KvPagePool f32(cfg, 16, 0);
+  KvPagePool fp8(cfg, 16, 0, false, KvDtype::kFp8);
+  EXPECT_EQ(fp8.page_bytes(), f32.page_bytes() / 4);
+  EXPECT_EQ(fp8.page_elements(), f32.page_elements());
+  EXPECT_EQ(fp8.bytes_per_token_per_layer(), 2 * cfg.kv_dim());
+  EXPECT_EQ(fp8.ring_pages(), f32.ring_pages());
+  for (int64_t budget : {f32.page_bytes(), 5 * f32.page_bytes() + 1, int64_t{8 * 1024 * 1024 + 12345}}) {
+    KvPagePool a(cfg, 16, budget);
+    KvPagePool b(cfg, 16, budget, false, KvDtype::kFp8);
+    EXPECT_EQ(b.max_pages(), budget / (f32.page_bytes() / 4));
+    EXPECT_GE(b.max_pages(), 4 * a.max_pages());
+    EXPECT_LE(b.bytes_allocated(), budget);
+  }
+  SequenceKv s(fp8);
+  ASSERT_TRUE(s.reserve(40));
+  EXPECT_EQ(s.ring_bytes(), cfg.num_sliding_layers() * (cfg.sliding_window - 1) * 2 * cfg.kv_dim());
+  EXPECT_EQ(static_cast<char*>(s.full_keys(0, 1)) - static_cast<char*>(s.full_keys(0, 0)), cfg.head_dim);
+  EXPECT_EQ(fp8.full_row_stride(), cfg.head_dim);
+  EXPECT_EQ(fp8.full_head_stride(), 16 * cfg.head_dim);
+  EXPECT_EQ(static_cast<char*>(s.full_values(0, 0)) - static_cast<char*>(s.full_keys(0, 0)),
+            16 * cfg.kv_dim());
+  EXPECT_EQ(static_cast<char*>(s.ring_keys(0, 1)) - static_cast<char*>(s.ring_keys(0, 0)), cfg.kv_dim());
 }
 
 // Resident memory follows use: nothing at construction, the pages written once they are written, never
@@ -252,7 +295,8 @@ TEST_P(AdoptPrefix, SharesBlocksAndFillsTheRingFromCapturedSlidingBlocks) {
   EXPECT_EQ(pool.pages_in_use(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(KvDtypes, AdoptPrefix, ::testing::Values(KvDtype::kF32, KvDtype::kBf16),
+INSTANTIATE_TEST_SUITE_P(KvDtypes, AdoptPrefix,
+                         ::testing::Values(KvDtype::kF32, KvDtype::kBf16, KvDtype::kFp8),
                          [](const ::testing::TestParamInfo<KvDtype>& i) {
                            return std::string(kv_cache_dtype_name(i.param));
                          });
