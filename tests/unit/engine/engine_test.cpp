@@ -173,6 +173,8 @@ class EngineTest : public ::testing::Test {
 
   static fs::path* dir_;
   static std::shared_ptr<SparkModel>* model_;
+
+  void narrow_kv_case(const std::string& dtype, int64_t shrink);
 };
 
 fs::path* EngineTest::dir_ = nullptr;
@@ -438,16 +440,16 @@ TEST_F(EngineTest, RequestsThatCanNeverFitAreRejectedAtOnce) {
   EXPECT_EQ(collect(*engine.submit(greedy(random_tokens(50, 17), 4))).tokens.size(), 4u);
 }
 
-// --kv-cache-dtype bf16: pages of half the bytes, so the same exact budget holds twice the pages (stats
-// and /metrics say so), and prefix-cache reuse gives what each request gives alone with bf16 KV.
-TEST_F(EngineTest, Bf16KvHoldsTwiceThePagesAndPrefixReuseKeepsResults) {
+// --kv-cache-dtype bf16 / fp8: pages of 1/2 or 1/4 the bytes, so the same exact budget holds 2x or 4x the
+// pages (stats and /metrics say so), and prefix-cache reuse gives what each request gives alone with that KV.
+void EngineTest::narrow_kv_case(const std::string& dtype, int64_t shrink) {
   EngineOptions o = options(64, true);
-  o.kv_cache_dtype = "bf16";
+  o.kv_cache_dtype = dtype;
   {
     Engine engine(*model_, o);
     const EngineStats s = engine.stats();
-    EXPECT_EQ(s.kv_page_bytes, page_bytes() / 2);
-    EXPECT_EQ(s.kv_pages_total, 128);
+    EXPECT_EQ(s.kv_page_bytes, page_bytes() / shrink);
+    EXPECT_EQ(s.kv_pages_total, 64 * shrink);
     EXPECT_EQ(s.kv_bytes_allocated, 64 * page_bytes());
   }
   const auto head = random_tokens(90, 8);
@@ -461,18 +463,18 @@ TEST_F(EngineTest, Bf16KvHoldsTwiceThePagesAndPrefixReuseKeepsResults) {
   std::vector<Result> alone, cached;
   {
     EngineOptions a = options(4096, false);
-    a.kv_cache_dtype = "bf16";
+    a.kv_cache_dtype = dtype;
     Engine engine(*model_, a);
     for (const auto& p : shared) alone.push_back(collect(*engine.submit(greedy(p, 12))));
   }
   o = options(4096, true);
-  o.kv_cache_dtype = "bf16";
+  o.kv_cache_dtype = dtype;
   Engine engine(*model_, o);
   collect(*engine.submit(greedy(head, 4)));
   for (const auto& p : shared) cached.push_back(collect(*engine.submit(greedy(p, 12))));
   expect_same(cached, alone);
   EXPECT_GE(engine.stats().prefix_cache_hit_tokens, 4 * 80);
-  // And bf16 KV is really in use: against f32 KV the log-probabilities move (a little).
+  // And the narrow KV is really in use: against f32 KV the log-probabilities move.
   const auto f32 = run_alone(shared, 12);
   float moved = 0.0f;
   for (size_t i = 0; i < f32.size(); ++i) {
@@ -481,6 +483,14 @@ TEST_F(EngineTest, Bf16KvHoldsTwiceThePagesAndPrefixReuseKeepsResults) {
     }
   }
   EXPECT_GT(moved, 0.0f);
+}
+
+TEST_F(EngineTest, Bf16KvHoldsTwiceThePagesAndPrefixReuseKeepsResults) {
+  narrow_kv_case("bf16", 2);
+}
+
+TEST_F(EngineTest, Fp8KvHoldsFourTimesThePagesAndPrefixReuseKeepsResults) {
+  narrow_kv_case("fp8", 4);
 }
 
 TEST_F(EngineTest, KvBudgetIsExactAndResident) {

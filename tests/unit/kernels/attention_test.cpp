@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attention/attention.h"
@@ -298,6 +299,43 @@ TEST(Attention, Bf16ReferenceReadsTheRoundedValues) {
 
 TEST(Attention, Fp8ReferenceReadsTheRoundedValues) {
   reference_reads_the_rounded_values(KvDtype::kFp8, 2e-3f, 0.5f);
+}
+
+// The vector bodies widen fp8 elements exactly, so on fp8 K/V they must give bit for bit what they give on
+// f32 K/V holding the same values: decode (split and not) and prefill rows, blocks and rings.
+TEST(Attention, Fp8RowsEqualF32RowsOnTheSameValues) {
+  SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx2);
+  ThreadPool pool(3);
+  const Shape sh{8, 2, 64};
+  const AttentionShape shape{sh.heads, sh.kv_heads, sh.head_dim, 0.125f};
+  struct Body {
+    AttentionFn fn;
+    Isa isa;
+  };
+  for (const Body& body : {Body{attention_avx2, Isa::kAvx2}, Body{attention_avx512, Isa::kAvx512}}) {
+    if (!cpu_supports(body.isa)) continue;
+    // (start, rows, window): decode whole and split, prefill, on blocks and on a ring.
+    const std::tuple<int64_t, int64_t, int64_t> cases[] = {
+        {300, 1, 0}, {1500, 1, 0}, {150, 70, 0}, {150, 70, 40}, {90, 1, 40}};
+    for (auto [start, rows, window] : cases) {
+      SCOPED_TRACE(std::string(isa_name(body.isa)) + " start " + std::to_string(start) + " rows " +
+                   std::to_string(rows) + " window " + std::to_string(window));
+      const Layout layout = window > 0 ? Layout::kRing : Layout::kBlocks;
+      std::mt19937 rng(5), rng2(5);
+      Sequence f = make_sequence(sh, layout, start, rows, window, 2.0f, rng);
+      Sequence b = make_sequence(sh, layout, start, rows, window, 2.0f, rng2, KvDtype::kFp8);
+      for (float& x : f.cache) x = stored_value(x, KvDtype::kFp8);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int i = sh.heads * sh.head_dim; i < static_cast<int>(f.task.q_stride); ++i) {
+          float& x = f.own[static_cast<size_t>(r * f.task.q_stride + i)];
+          x = stored_value(x, KvDtype::kFp8);
+        }
+      }
+      body.fn(shape, std::span<const AttentionTask>(&f.task, 1), pool);
+      body.fn(shape, std::span<const AttentionTask>(&b.task, 1), pool);
+      EXPECT_EQ(b.out, f.out);
+    }
+  }
 }
 
 // What the forward pass's chunking and prefix-cache tests rely on: a row's output is bit-identical
