@@ -141,8 +141,9 @@ int run(const GrammarCheckOptions& o) {
       out["peak_work"] = g->peak_work();
       peak_work.push_back(static_cast<int64_t>(g->peak_work()));
       // What the server's grammar cache would count for it now, its mask caches grown by the tests.
-      out["memory_bytes"] = g->memory_bytes();
-      memory_kib.push_back(static_cast<int64_t>(g->memory_bytes() >> 10));
+      const size_t memory = g->memory_bytes();
+      out["memory_bytes"] = memory;
+      memory_kib.push_back(static_cast<int64_t>(memory >> 10));
     }
     if (pass) ++passing;
     const std::string s = out.dump();

@@ -1455,8 +1455,6 @@ class SchemaCompiler {
   std::deque<Json> kept_;
 };
 
-}  // namespace
-
 // Runs the compiler; a nlohmann exception out of it is a keyword whose type it did not check.
 template <class F>
 auto types_checked(const std::string& where, F&& compile) {
@@ -1466,6 +1464,8 @@ auto types_checked(const std::string& where, F&& compile) {
     throw UncheckedSchemaType(where + ": a keyword's value has the wrong type: " + e.what());
   }
 }
+
+}  // namespace
 
 struct JsonSchemaEmbedder::Impl {
   Impl(GrammarBuilder& b, const Json& root, const JsonSchemaOptions& options) : compiler(root, options, &b) {}
