@@ -367,6 +367,7 @@ void SparkModel::forward(std::span<const SequenceChunk> chunks, std::vector<floa
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   const int q_dim = c.q_dim(), qkv_dim = c.qkv_dim(), n_heads = c.num_heads;
 
+  if (chunks.empty()) throw Error("forward: no chunks");
   int64_t total = 0, logit_rows = 0;
   chunk_begin_.clear();
   token_pos_.clear();
