@@ -238,6 +238,39 @@ def attention_errors(model, dumped):
     return rounded, unrounded
 
 
+def rounded_input_cases(engine, ref_f32, model_dir, prompt, work, kind, dtype, errors, tolerance, ops, near,
+                        far, options):
+    """One op-level case per mode (whole, chunk13) for a rounding the engine applies before an op (K/V for
+    attention, activations for the projections): every op's output, computed on the engine's own dumped
+    input, must match the reference op on that input rounded (`errors` gives per-op relative errors, rounded
+    and not) within `tolerance`, and be at least 10x that from the op on the unrounded input. The logits
+    against the exact f32 reference and the greedy agreement are reported."""
+    cases = []
+    label = f"{kind} {dtype}"
+    for mode in ("whole", "chunk13"):
+        case = {"config": "tiny+w512", "dtype": "bf16", "prompt": prompt, "mode": mode, "model": model_dir,
+                kind: dtype}
+        try:
+            dump_dir = os.path.join(work, f"dump-{kind}-{dtype}")
+            generated, logits = engine.generate(model_dir, prompt, MODES[mode],
+                                                os.path.join(work, f"{kind}-{dtype}.npy"), dump_dir, **options)
+            rounded, unrounded = errors(ref_f32.model, load_dump(dump_dir))
+            vs_f32 = compare(ref_f32, prompt, generated, logits)
+            case.update({"rounded": rounded, "unrounded": unrounded, "vs_f32": vs_f32["ratio"]})
+            case["ok"] = max(rounded.values()) <= tolerance and min(unrounded.values()) > 10 * tolerance
+            worst = max(rounded, key=rounded.get)
+            least = min(unrounded, key=unrounded.get)
+            greedy = "the same" if vs_f32["tokens_equal"] else f"differ at {vs_f32['first_mismatch']}"
+            print(f"{'tiny+w512':<12} {label:<8} {len(prompt):>6} {mode:<8} {len(rounded)} {ops}: worst {worst} "
+                  f"{rounded[worst]:.2e} {near}, least {least} {unrounded[least]:.2e} {far}; logits vs the f32 "
+                  f"reference: ratio {vs_f32['ratio']:.2e}, greedy tokens {greedy}" + ("" if case["ok"] else "  FAIL"))
+        except (RuntimeError, ValueError, KeyError) as e:
+            case.update({"error": str(e), "ok": False})
+            print(f"tiny+w512 {label} {mode}: ERROR {e}")
+        cases.append(case)
+    return cases
+
+
 def first_divergence(rows):
     return next((r for r in rows if r[1] is None or r[1] > OP_TOLERANCE), None)
 
@@ -376,29 +409,9 @@ def main():
     # (written from the format's definition, not from the engine's bit manipulation) within FP8_KV_OP_TOLERANCE,
     # for every prefill and decode row of every layer, and clearly not the attention over unrounded K/V. The
     # logits against the exact f32 reference and the greedy agreement are reported: fp8's cost on this model.
-    for mode in ("whole", "chunk13"):
-        case = {"config": "tiny+w512", "dtype": "bf16", "prompt": prompt, "mode": mode, "model": model_dir,
-                "kv": "fp8"}
-        try:
-            dump_dir = os.path.join(work, "dump-kv8")
-            generated, logits = engine.generate(model_dir, prompt, MODES[mode], os.path.join(work, "kv8.npy"),
-                                                dump_dir, kv_dtype="fp8")
-            rounded, unrounded = attention_errors(ref_f32.model, load_dump(dump_dir))
-            vs_f32 = compare(ref_f32, prompt, generated, logits)
-            case.update({"rounded": rounded, "unrounded": unrounded, "vs_f32": vs_f32["ratio"]})
-            case["ok"] = (max(rounded.values()) <= FP8_KV_OP_TOLERANCE
-                          and min(unrounded.values()) > 10 * FP8_KV_OP_TOLERANCE)
-            worst = max(rounded, key=rounded.get)
-            least = min(unrounded, key=unrounded.get)
-            print(f"{'tiny+w512':<12} {'kv fp8':<8} {len(prompt):>6} {mode:<8} {len(rounded)} layers' attention: "
-                  f"worst {worst} {rounded[worst]:.2e} of the fp8-rounded K/V's, least {least} "
-                  f"{unrounded[least]:.2e} from the unrounded ones; logits vs the f32 reference: ratio "
-                  f"{vs_f32['ratio']:.2e}, greedy tokens {'the same' if vs_f32['tokens_equal'] else 'differ at ' + str(vs_f32['first_mismatch'])}"
-                  + ("" if case["ok"] else "  FAIL"))
-        except (RuntimeError, ValueError, KeyError) as e:
-            case.update({"error": str(e), "ok": False})
-            print(f"tiny+w512 kv fp8 {mode}: ERROR {e}")
-        results.append(case)
+    results += rounded_input_cases(engine, ref_f32, model_dir, prompt, work, "kv", "fp8", attention_errors,
+                                   FP8_KV_OP_TOLERANCE, "layers' attention", "of the fp8-rounded K/V's",
+                                   "from the unrounded ones", {"kv_dtype": "fp8"})
 
     # bf16 activations (--bf16-activations), same checkpoint and prompt. Rounding is discontinuous: an input that
     # lands on the other side of a bf16 rounding boundary in the engine's f32 than in the reference's float64
@@ -407,29 +420,9 @@ def main():
     # instead on the engine's own input (its --dump-activations): the engine's output must be the exact product
     # of that input rounded to bf16 (f32 summation order apart), and clearly not the product of the unrounded
     # input, for every prefill and decode row. The logits against the exact f32 reference are reported.
-    for mode in ("whole", "chunk13"):
-        case = {"config": "tiny+w512", "dtype": "bf16", "prompt": prompt, "mode": mode, "model": model_dir,
-                "act": "bf16"}
-        try:
-            dump_dir = os.path.join(work, "dump-act")
-            generated, logits = engine.generate(model_dir, prompt, MODES[mode], os.path.join(work, "act16.npy"),
-                                                dump_dir, bf16_activations=True)
-            rounded, unrounded = projection_errors(ref_f32.model, load_dump(dump_dir))
-            vs_f32 = compare(ref_f32, prompt, generated, logits)
-            case.update({"rounded": rounded, "unrounded": unrounded, "vs_f32": vs_f32["ratio"]})
-            case["ok"] = (max(rounded.values()) <= BF16_ACT_OP_TOLERANCE
-                          and min(unrounded.values()) > 10 * BF16_ACT_OP_TOLERANCE)
-            worst = max(rounded, key=rounded.get)
-            least = min(unrounded, key=unrounded.get)
-            print(f"{'tiny+w512':<12} {'act bf16':<8} {len(prompt):>6} {mode:<8} {len(rounded)} projections: "
-                  f"worst {worst} {rounded[worst]:.2e} of the rounded-input product, least {least} "
-                  f"{unrounded[least]:.2e} from the unrounded one; logits vs the f32 reference: ratio "
-                  f"{vs_f32['ratio']:.2e}, greedy tokens {'the same' if vs_f32['tokens_equal'] else 'differ at ' + str(vs_f32['first_mismatch'])}"
-                  + ("" if case["ok"] else "  FAIL"))
-        except (RuntimeError, ValueError, KeyError) as e:
-            case.update({"error": str(e), "ok": False})
-            print(f"tiny+w512 act bf16 {mode}: ERROR {e}")
-        results.append(case)
+    results += rounded_input_cases(engine, ref_f32, model_dir, prompt, work, "act", "bf16", projection_errors,
+                                   BF16_ACT_OP_TOLERANCE, "projections", "of the rounded-input product",
+                                   "from the unrounded one", {"bf16_activations": True})
 
     # The reference's GELU is only exact if its vectorised erf is.
     erf_error = check_against_math()
