@@ -114,26 +114,24 @@ Sequence make_sequence(const Shape& sh, Layout layout, int64_t start, int64_t ro
   s.task.rows = rows;
   s.task.first_pos = start;
   s.task.window = window;
+  // bf16 or fp8: the same K/V rounded, in the same layout (the own rows keep their qkv stride).
+  const auto repoint = [&s, start](const auto& cache, const auto& own) {
+    for (KvSpan& sp : s.spans) {
+      const bool is_own = sp.pos == start;
+      sp.k = is_own ? same_element(sp.k, s.own, own) : same_element(sp.k, s.cache, cache);
+      sp.v = is_own ? same_element(sp.v, s.own, own) : same_element(sp.v, s.cache, cache);
+    }
+  };
   if (dtype == KvDtype::kBf16) {
-    // The same K/V rounded to bf16, in the same layout (the own rows keep their qkv stride).
     s.cache16 = to_bf16(s.cache);
     s.own16 = to_bf16(s.own);
-    for (KvSpan& sp : s.spans) {
-      const bool own = sp.pos == start;
-      sp.k = own ? same_element(sp.k, s.own, s.own16) : same_element(sp.k, s.cache, s.cache16);
-      sp.v = own ? same_element(sp.v, s.own, s.own16) : same_element(sp.v, s.cache, s.cache16);
-    }
-    s.task.kv_dtype = KvDtype::kBf16;
+    repoint(s.cache16, s.own16);
   } else if (dtype == KvDtype::kFp8) {
     s.cache8 = to_fp8(s.cache);
     s.own8 = to_fp8(s.own);
-    for (KvSpan& sp : s.spans) {
-      const bool own = sp.pos == start;
-      sp.k = own ? same_element(sp.k, s.own, s.own8) : same_element(sp.k, s.cache, s.cache8);
-      sp.v = own ? same_element(sp.v, s.own, s.own8) : same_element(sp.v, s.cache, s.cache8);
-    }
-    s.task.kv_dtype = KvDtype::kFp8;
+    repoint(s.cache8, s.own8);
   }
+  s.task.kv_dtype = dtype;
   s.task.kv = s.spans;
   return s;
 }
