@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -16,16 +15,10 @@ void attention_ref(const AttentionShape& shape, const AttentionTask& task) {
   const int group = shape.num_heads / shape.num_kv_heads;
   std::vector<double> scores, acc(static_cast<size_t>(hd));
   // Element i of a K or V row, widened from bf16 or fp8 when the cache stores that.
-  // (fp8 through a table of the 256 codes' values: the reference runs over thousands of keys in tests.)
-  static const std::array<float, 256> fp8_values = [] {
-    std::array<float, 256> t{};
-    for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = fp8_e4m3_to_f32(static_cast<uint8_t>(c));
-    return t;
-  }();
   const KvDtype dt = task.kv_dtype;
   const auto at = [dt](const void* row, int64_t i) -> double {
     if (dt == KvDtype::kBf16) return bf16_to_f32(static_cast<const uint16_t*>(row)[i]);
-    if (dt == KvDtype::kFp8) return fp8_values[static_cast<const uint8_t*>(row)[i]];
+    if (dt == KvDtype::kFp8) return kFp8E4M3Values[static_cast<const uint8_t*>(row)[i]];
     return static_cast<const float*>(row)[i];
   };
   const int64_t esize = dt == KvDtype::kBf16 ? 2 : dt == KvDtype::kFp8 ? 1 : 4;

@@ -64,7 +64,7 @@ inline float widen(uint16_t x) {
 // so F16C widens it exactly and a multiply by 2^8 gives the value. The NaN codes (never stored: K/V are
 // finite) come out as +-480 that way; the scalar reference reads them as NaN.
 inline float widen(uint8_t x) {
-  return fp8_e4m3_to_f32(x);
+  return kFp8E4M3Values[x];
 }
 
 // acc[k][v] over QV query vectors and KU keys: St[key][q] = sum_d Qt[d][q] * K[key][d], in d order.
