@@ -84,14 +84,6 @@ struct Keys {
   AttentionTask task;
 };
 
-size_t element_bytes(KvDtype dtype) {
-  return dtype == KvDtype::kBf16 ? 2 : dtype == KvDtype::kFp8 ? 1 : 4;
-}
-
-const char* dtype_name(KvDtype dtype) {
-  return dtype == KvDtype::kBf16 ? "bf16" : dtype == KvDtype::kFp8 ? "fp8" : "f32";
-}
-
 // Fills `count` elements at `dst` (of `dtype`) with values from `value`.
 template <class F>
 void fill(void* dst, size_t count, KvDtype dtype, F&& value) {
@@ -114,7 +106,7 @@ std::vector<Keys> make_keys(const Options& o, int64_t n, int64_t rows, int64_t w
   constexpr int64_t bs = 16;
   const int kv_dim = o.kv_heads * o.head_dim, q_dim = o.heads * o.head_dim;
   const int64_t qkv_dim = q_dim + 2 * kv_dim, page = static_cast<int64_t>(o.layers) * 2 * bs * kv_dim;
-  const size_t esize = element_bytes(o.kv_dtype);
+  const size_t esize = static_cast<size_t>(kv_element_bytes(o.kv_dtype));
   std::normal_distribution<float> dist(0.0f, 1.0f);
   const int64_t lo = window > 0 ? std::max<int64_t>(0, n - window + 1) : 0;
   const int n_keys = window > 0 ? 1 : o.layers;
@@ -220,7 +212,7 @@ int main(int argc, char** argv) {
   ThreadPool pool(o.threads);
   std::mt19937 rng(7);
   std::printf("tier %s, %d threads, %d/%d heads x %d, KV %s, blocks by %s\n", isa_name(active_isa()),
-              o.threads, o.heads, o.kv_heads, o.head_dim, dtype_name(o.kv_dtype),
+              o.threads, o.heads, o.kv_heads, o.head_dim, kv_dtype_name(o.kv_dtype),
               o.head_major ? "head" : "row");
   const double pair_flops = 4.0 * o.heads * o.head_dim;
   // The ceilings in the same run (same load): streaming read over 4x the last-level cache, f32 FMA peak,
@@ -251,7 +243,7 @@ int main(int argc, char** argv) {
     const std::vector<Keys> k = make_keys(o, d, 1, 0, rng);
     const double s = time_it(o, k, pool, o.reps) / o.layers;
     const double bytes = static_cast<double>(d + 1) * 2.0 * o.kv_heads * o.head_dim *
-                         static_cast<double>(element_bytes(o.kv_dtype));
+                         static_cast<double>(kv_element_bytes(o.kv_dtype));
     std::printf(
         "decode at depth %lld, per layer of %d read in turn: %.3f ms, KV %.1f MiB, %.1f GB/s (%.0f%% of "
         "read), "

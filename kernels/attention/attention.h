@@ -17,6 +17,14 @@ namespace spark::kernels {
 // them, so the math is the same as on f32 rows holding those values.
 enum class KvDtype : uint8_t { kF32, kBf16, kFp8 };
 
+// Bytes per stored element, and the name the --kv-cache-dtype flag and the logs use.
+constexpr int kv_element_bytes(KvDtype dtype) {
+  return dtype == KvDtype::kBf16 ? 2 : dtype == KvDtype::kFp8 ? 1 : 4;
+}
+constexpr const char* kv_dtype_name(KvDtype dtype) {
+  return dtype == KvDtype::kBf16 ? "bf16" : dtype == KvDtype::kFp8 ? "fp8" : "f32";
+}
+
 // Consecutive key positions whose K and V rows are evenly strided in memory (a cache block, a run of
 // a ring, or the rows of the chunk being computed), elements of the task's kv_dtype.
 struct KvSpan {

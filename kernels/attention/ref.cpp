@@ -21,7 +21,7 @@ void attention_ref(const AttentionShape& shape, const AttentionTask& task) {
     if (dt == KvDtype::kFp8) return kFp8E4M3Values[static_cast<const uint8_t*>(row)[i]];
     return static_cast<const float*>(row)[i];
   };
-  const int64_t esize = dt == KvDtype::kBf16 ? 2 : dt == KvDtype::kFp8 ? 1 : 4;
+  const int64_t esize = kv_element_bytes(dt);
   for (int64_t r = 0; r < task.rows; ++r) {
     const int64_t pos = task.first_pos + r;
     const int64_t lo = task.window > 0 ? std::max<int64_t>(0, pos - task.window + 1) : 0;

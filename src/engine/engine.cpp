@@ -144,7 +144,7 @@ class Engine::Impl {
         "KV cache ({}): budget {} bytes -> {} pages of {} bytes ({} reserved, {}); full layers: {} x {} "
         "bytes per token; sliding layers: {} x {} bytes per token, ring of {} per sequence ({} pages); fits "
         "{} tokens of full-layer KV or {} sequences of max_model_len {}",
-        kv_cache_dtype_name(kv_pool_.dtype()), kv_budget_, kv_pool_.max_pages(), kv_pool_.page_bytes(),
+        kv_dtype_name(kv_pool_.dtype()), kv_budget_, kv_pool_.max_pages(), kv_pool_.page_bytes(),
         kv_pool_.bytes_allocated(), opt_.kv_cache_prefault ? "resident now" : "resident as used",
         c.num_full_layers(), per_token, c.num_sliding_layers(), per_token, kv_pool_.ring_capacity(),
         kv_pool_.ring_pages(), kv_pool_.max_pages() * opt_.block_size, kv_pool_.max_pages() / seq_pages,

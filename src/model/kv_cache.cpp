@@ -19,10 +19,6 @@ KvDtype parse_kv_cache_dtype(const std::string& name) {
   throw Error("--kv-cache-dtype must be f32, bf16 or fp8, not '" + name + "'");
 }
 
-const char* kv_cache_dtype_name(KvDtype dtype) {
-  return dtype == KvDtype::kBf16 ? "bf16" : dtype == KvDtype::kFp8 ? "fp8" : "f32";
-}
-
 KvPagePool::KvPagePool(const ModelConfig& config, int block_size, int64_t budget_bytes, bool prefault,
                        KvDtype dtype)
     : block_size_(block_size),

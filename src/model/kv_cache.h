@@ -36,10 +36,8 @@ using kernels::KvDtype;
 
 // "f32", "bf16" or "fp8" (alias "fp8_e4m3"; the --kv-cache-dtype values); throws on anything else.
 KvDtype parse_kv_cache_dtype(const std::string& name);
-const char* kv_cache_dtype_name(KvDtype dtype);
-inline int kv_dtype_bytes(KvDtype dtype) {
-  return dtype == KvDtype::kBf16 ? 2 : dtype == KvDtype::kFp8 ? 1 : 4;
-}
+using kernels::kv_dtype_name;
+using kernels::kv_element_bytes;
 
 class KvPagePool {
  public:
@@ -69,7 +67,7 @@ class KvPagePool {
   int num_sliding_layers() const { return num_sliding_layers_; }
   int ring_capacity() const { return ring_capacity_; }
   KvDtype dtype() const { return dtype_; }
-  int element_bytes() const { return kv_dtype_bytes(dtype_); }
+  int element_bytes() const { return kv_element_bytes(dtype_); }
   // Elements (of dtype()) in a page.
   int64_t page_elements() const { return page_elements_; }
   int64_t page_bytes() const { return page_elements_ * element_bytes(); }

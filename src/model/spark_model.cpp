@@ -259,7 +259,7 @@ void SparkModel::store_kv(const Layer& layer, std::span<const SequenceChunk> chu
 
 void SparkModel::round_kv(int64_t total, KvDtype dtype, ThreadPool& pool) {
   const int q_dim = config_.q_dim(), kv_dim = config_.kv_dim(), qkv_dim = config_.qkv_dim();
-  const int64_t row_bytes = 2 * static_cast<int64_t>(kv_dim) * kv_dtype_bytes(dtype);
+  const int64_t row_bytes = 2 * static_cast<int64_t>(kv_dim) * kv_element_bytes(dtype);
   kv_rounded_.resize(static_cast<size_t>(total * row_bytes));
   pool.parallel_for(static_cast<size_t>(total), 16, [&](size_t begin, size_t end) {
     for (size_t r = begin; r < end; ++r) {

@@ -91,9 +91,9 @@ class LayerSpec:
 class Model:
     def __init__(self, config, tensors, kv_dtype="f32", act_dtype="f32"):
         """kv_dtype "bf16" or "fp8": K (after RoPE) and V are rounded to bfloat16 or FP8 E4M3 before attention
-        reads them, as the engine's --kv-cache-dtype bf16 / fp8 stores them. act_dtype "bf16": the inputs of the projections (q_k_v,
-        out, gate, up, down and the output head; not the tiny head gate g_proj) are rounded to bfloat16, as
-        the engine's --bf16-activations does. Everything else stays float64."""
+        reads them, as the engine's --kv-cache-dtype bf16 / fp8 stores them. act_dtype "bf16": the inputs of
+        the projections (q_k_v, out, gate, up, down and the output head; not the tiny head gate g_proj) are
+        rounded to bfloat16, as the engine's --bf16-activations does. Everything else stays float64."""
         if kv_dtype not in ("f32", "bf16", "fp8"):
             raise ValueError(f"kv_dtype {kv_dtype!r}: f32, bf16 or fp8")
         if act_dtype not in ("f32", "bf16"):

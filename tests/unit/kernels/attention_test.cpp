@@ -221,34 +221,30 @@ bool any_head_dim(int head_dim) {
   return head_dim > 0;
 }
 
-const char* dtype_name(KvDtype dtype) {
-  return dtype == KvDtype::kBf16 ? "bf16" : dtype == KvDtype::kFp8 ? "fp8" : "f32";
-}
-
 // Every body against the reference, for each K/V element type.
 class AttentionMatchesReference : public ::testing::TestWithParam<KvDtype> {};
 
 TEST_P(AttentionMatchesReference, Dispatch) {
-  const std::string label = std::string("dispatch ") + dtype_name(GetParam());
+  const std::string label = std::string("dispatch ") + kv_dtype_name(GetParam());
   check_against_reference(attention, any_head_dim, label.c_str(), GetParam());
 }
 
 TEST_P(AttentionMatchesReference, Avx2) {
   SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx2);
-  const std::string label = std::string("avx2 ") + dtype_name(GetParam());
+  const std::string label = std::string("avx2 ") + kv_dtype_name(GetParam());
   check_against_reference(attention_avx2, attention_avx2_supports, label.c_str(), GetParam());
 }
 
 TEST_P(AttentionMatchesReference, Avx512) {
   SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx512);
-  const std::string label = std::string("avx512 ") + dtype_name(GetParam());
+  const std::string label = std::string("avx512 ") + kv_dtype_name(GetParam());
   check_against_reference(attention_avx512, attention_avx512_supports, label.c_str(), GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(KvDtypes, AttentionMatchesReference,
                          ::testing::Values(KvDtype::kF32, KvDtype::kBf16, KvDtype::kFp8),
                          [](const ::testing::TestParamInfo<KvDtype>& i) {
-                           return std::string(dtype_name(i.param));
+                           return std::string(kv_dtype_name(i.param));
                          });
 
 // The reference reads bf16 and fp8 rows as the values they hold: on K/V that are exactly such values its

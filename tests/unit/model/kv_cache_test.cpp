@@ -102,7 +102,7 @@ TEST(KvPagePool, Bf16PagesHoldTheSamePositionsInHalfTheBytes) {
   EXPECT_EQ(parse_kv_cache_dtype("f32"), KvDtype::kF32);
   EXPECT_EQ(parse_kv_cache_dtype("fp8"), KvDtype::kFp8);
   EXPECT_EQ(parse_kv_cache_dtype("fp8_e4m3"), KvDtype::kFp8);
-  EXPECT_STREQ(kv_cache_dtype_name(KvDtype::kFp8), "fp8");
+  EXPECT_STREQ(kv_dtype_name(KvDtype::kFp8), "fp8");
   EXPECT_ANY_THROW(parse_kv_cache_dtype("f16"));
   EXPECT_ANY_THROW(parse_kv_cache_dtype("fp8_e5m2"));
 }
@@ -298,7 +298,7 @@ TEST_P(AdoptPrefix, SharesBlocksAndFillsTheRingFromCapturedSlidingBlocks) {
 INSTANTIATE_TEST_SUITE_P(KvDtypes, AdoptPrefix,
                          ::testing::Values(KvDtype::kF32, KvDtype::kBf16, KvDtype::kFp8),
                          [](const ::testing::TestParamInfo<KvDtype>& i) {
-                           return std::string(kv_cache_dtype_name(i.param));
+                           return std::string(kv_dtype_name(i.param));
                          });
 
 }  // namespace spark
