@@ -34,6 +34,34 @@ struct V512 {
   static R sub(R a, R b) { return _mm512_sub_ps(a, b); }
   static R max(R a, R b) { return _mm512_max_ps(a, b); }
   static float reduce(R x) { return _mm512_reduce_add_ps(x); }
+  // Lane i of the result = the sum of x[i]'s lanes, for 16 vectors at once: pairs interleaved and added
+  // within 128-bit lanes (twice), then the four 128-bit lanes transposed and added: 45 operations where
+  // 16 reduce() calls take ~130.
+  static R sum_lanes(const R* x) {
+    R t1[8], t2[4];
+    for (int i = 0; i < 8; ++i) {
+      t1[i] = _mm512_add_ps(_mm512_unpacklo_ps(x[2 * i], x[2 * i + 1]),
+                            _mm512_unpackhi_ps(x[2 * i], x[2 * i + 1]));
+    }
+    for (int i = 0; i < 4; ++i) {
+      const __m512d a = _mm512_castps_pd(t1[2 * i]), b = _mm512_castps_pd(t1[2 * i + 1]);
+      t2[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                            _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    // t2[i], 128-bit lane c: the sums over lane c's four elements of x[4i] .. x[4i + 3].
+    const R v01 = _mm512_add_ps(_mm512_shuffle_f32x4(t2[0], t2[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_f32x4(t2[0], t2[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const R v23 = _mm512_add_ps(_mm512_shuffle_f32x4(t2[2], t2[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_f32x4(t2[2], t2[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(v01, v23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(v01, v23, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // Lane i of the result = lane (i + s) mod 16 of x.
+  static R rotate(R x, int s) {
+    const __m512i i = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm512_permutexvar_ps(
+        _mm512_and_si512(_mm512_add_epi32(i, _mm512_set1_epi32(s)), _mm512_set1_epi32(15)), x);
+  }
   // e^x: x = n ln2 + r, e^r by a degree-7 polynomial (Cephes expf), 2^n into the exponent field; 0 below
   // -87.3 (and for -inf). The same steps as the AVX2 body's, so both give the same values.
   static R exp(R x) {

@@ -10,7 +10,8 @@
 // d and over keys in order, so a row's result does not depend on which multi-row tile or task it sits
 // in, and the AVX2 and AVX-512 bodies compute the same values. A one-row task (decode) forms its scores
 // as dot products instead (scores_dot: 4x fewer FMAs than a mostly idle transposed vector), which may
-// change the last bits of a decode row against the same row inside a prefill chunk.
+// change the last bits of a decode row against the same row inside a prefill chunk. With 2 to 16 queries
+// per KV head the AVX-512 body packs a decode row's scores, several keys to a vector (scores_packed).
 #pragma once
 
 #include <algorithm>
@@ -168,6 +169,100 @@ inline void scores_dot(const float* qr, int nq, int hd, const E* const* kp, int6
   }
 }
 
+// A decode task whose queries fill a vector evenly (2 to L of them; the 1.7B and 4B shapes have 4: 4 keys
+// to an AVX-512 vector, 2 to an AVX2 one) keeps its scores packed, St[key][q] with stride nq. The L sums of
+// NK keys x NQ queries leave the dot products as one vector (V::sum_lanes: one transposing reduction for
+// all of them, where scores_dot reduces each sum alone and pads every key to a vector), and the softmax
+// then works on full vectors. Each K vector feeds NQ FMAs and each query vector NK; L chains.
+template <class V, int NK, int NQ, class E>
+inline void dot_packed_kernel(const float* qr, int hd, const E* const* kp, float* st) {
+  static_assert(NK * NQ == V::L);
+  typename V::R acc[V::L];
+  for (auto& a : acc) a = V::zero();
+  for (int d = 0; d < hd; d += V::L) {
+    typename V::R qv[NQ];
+    for (int q = 0; q < NQ; ++q) qv[q] = V::load(qr + q * hd + d);
+    for (int u = 0; u < NK; ++u) {
+      const typename V::R k = V::load(kp[u] + d);
+      for (int q = 0; q < NQ; ++q) acc[u * NQ + q] = V::fma(qv[q], k, acc[u * NQ + q]);
+    }
+  }
+  V::store(st, V::sum_lanes(acc));
+}
+
+// Packed on the AVX-512 body only: on the AVX2 body (2 keys to a vector, 8 accumulators) it measured no
+// faster than scores_dot, or slower (bench/RESULTS.md, session 24).
+template <class V>
+constexpr bool kPackedDecode = V::kRegs >= 32;
+
+template <class V>
+constexpr bool packs(int nq) {
+  return kPackedDecode<V> && nq >= 2 && nq <= V::L && V::L % nq == 0;
+}
+
+// Scores of keys kp[0, n) packed (St[j * NQ + q]); the keys up to the next multiple of NK repeat the last
+// row and score -inf. Asks for the next block's K rows as scores_dot does.
+template <class V, int NQ, class E>
+inline void scores_packed_n(const float* qr, int hd, const E** kp, int64_t n, float* st,
+                            const E* const* next_k, int64_t next_n) {
+  constexpr int NK = V::L / NQ;
+  const int64_t nr = (n + NK - 1) / NK * NK;
+  for (int64_t j = n; j < nr; ++j) kp[j] = kp[n - 1];
+  int64_t j = 0;
+  for (; j < nr; j += NK) {
+    for (int64_t u = j; u < std::min(j + NK, next_n); ++u) prefetch_elements<V>(next_k[u], hd);
+    dot_packed_kernel<V, NK, NQ>(qr, hd, kp + j, st + j * NQ);
+  }
+  for (; j < next_n; ++j) prefetch_elements<V>(next_k[j], hd);
+  std::fill(st + n * NQ, st + nr * NQ, -std::numeric_limits<float>::infinity());
+}
+
+// The vectors of St a packed block of n keys fills.
+template <class V>
+inline int64_t packed_vectors(int nq, int64_t n) {
+  const int64_t nk = V::L / nq;
+  return (n + nk - 1) / nk;
+}
+
+template <class V, class E>
+inline void scores_packed(const float* qr, int nq, int hd, const E** kp, int64_t n, float* st,
+                          const E* const* next_k, int64_t next_n) {
+  if constexpr (packs<V>(2)) {
+    if (nq == 2) return scores_packed_n<V, 2>(qr, hd, kp, n, st, next_k, next_n);
+  }
+  if constexpr (packs<V>(4)) {
+    if (nq == 4) return scores_packed_n<V, 4>(qr, hd, kp, n, st, next_k, next_n);
+  }
+  if constexpr (packs<V>(8)) {
+    if (nq == 8) return scores_packed_n<V, 8>(qr, hd, kp, n, st, next_k, next_n);
+  }
+  if constexpr (packs<V>(16)) {
+    if (nq == 16) return scores_packed_n<V, 16>(qr, hd, kp, n, st, next_k, next_n);
+  }
+}
+
+// The online softmax step of a packed block (St: nv vectors, lane i holding query i % nq). Every per-query
+// value (m, l, alpha) is kept repeated across the lanes, and the max and sum over the block fold the lanes
+// of each query together (exact for the max; lanes 0 .. nq-1 are the ones read).
+template <class V>
+inline void softmax_packed(float* st, int64_t nv, int nq, float* m, float* l, float* alpha) {
+  const typename V::R m_old = V::load(m);
+  typename V::R mb = m_old;
+  for (int64_t v = 0; v < nv; ++v) mb = V::max(mb, V::load(st + v * V::L));
+  for (int s = V::L / 2; s >= nq; s /= 2) mb = V::max(mb, V::rotate(mb, s));
+  typename V::R sum = V::zero();
+  for (int64_t v = 0; v < nv; ++v) {
+    const typename V::R p = V::exp(V::sub(V::load(st + v * V::L), mb));
+    V::store(st + v * V::L, p);
+    sum = V::add(sum, p);
+  }
+  for (int s = V::L / 2; s >= nq; s /= 2) sum = V::add(sum, V::rotate(sum, s));
+  const typename V::R a = V::exp(V::sub(m_old, mb));
+  V::store(alpha, a);
+  V::store(m, mb);
+  V::store(l, V::fma(V::load(l), a, sum));
+}
+
 // O[q][d0 .. d0 + DV*L) = O * alpha[q] + sum_j P[j][q] * V[j][voff..], for NQ queries at once. With key
 // j, the same columns of row pf[j] (j < pf_n: the next block's V rows, decode) are asked for.
 template <class V, int DV, int NQ, class E>
@@ -272,6 +367,8 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
   // Query q = r * group + g is head (kv_head * group + g) of row r. A one-row task keeps the queries as
   // rows (scores_dot), a larger one transposed.
   const bool dot_form = t.rows == 1;
+  const bool packed = dot_form && packs<V>(nq);
+  const int64_t sts = packed ? nq : nqp;  // St's stride between keys
   if (dot_form) qr.resize(static_cast<size_t>(nq) * hd);
   for (int64_t r = 0; r < rows; ++r) {
     for (int g = 0; g < group; ++g) {
@@ -334,7 +431,11 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
         scores_group<V, 1>(qtc, nqp, hd, ck, n, stc);
       }
     }
-    if (dot_form) scores_dot<V>(qr.data(), nq, hd, ck, n, st.data(), nqp, nk, next_n);
+    if (packed) {
+      scores_packed<V>(qr.data(), nq, hd, ck, n, st.data(), nk, next_n);
+    } else if (dot_form) {
+      scores_dot<V>(qr.data(), nq, hd, ck, n, st.data(), nqp, nk, next_n);
+    }
     if (ks < all_lo || ke > all_hi) {
       constexpr float kNegInf = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < n; ++j) {
@@ -342,11 +443,15 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t pos = first_pos + r;
           if (p >= row_lo(t, pos) && p <= pos) continue;
-          std::fill_n(st.data() + j * nqp + r * group, group, kNegInf);
+          std::fill_n(st.data() + j * sts + r * group, group, kNegInf);
         }
       }
     }
-    for (int64_t c = 0; c < nqp; c += V::L) {
+    if constexpr (kPackedDecode<V>) {
+      if (packed)
+        softmax_packed<V>(st.data(), packed_vectors<V>(nq, n), nq, m.data(), l.data(), alpha.data());
+    }
+    for (int64_t c = 0; c < (packed ? 0 : nqp); c += V::L) {
       const typename V::R m_old = V::load(m.data() + c);
       typename V::R mb = m_old;
       for (int64_t j = 0; j < n; ++j) mb = V::max(mb, V::load(st.data() + j * nqp + c));
@@ -362,15 +467,15 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
       V::store(l.data() + c, V::fma(V::load(l.data() + c), a, sum));
     }
     if (V::kRegs >= 32 && (hd / V::L) % 4 == 0) {
-      values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows, nv, next_n);
+      values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), sts, nq, cv, n, pk, pk_rows, nv, next_n);
     } else if ((hd / V::L) % 8 == 0) {
-      values_all<V, 8>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows, nv, next_n);
+      values_all<V, 8>(o.data(), hd, alpha.data(), st.data(), sts, nq, cv, n, pk, pk_rows, nv, next_n);
     } else if ((hd / V::L) % 4 == 0) {
-      values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows, nv, next_n);
+      values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), sts, nq, cv, n, pk, pk_rows, nv, next_n);
     } else if ((hd / V::L) % 2 == 0) {
-      values_all<V, 2>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows, nv, next_n);
+      values_all<V, 2>(o.data(), hd, alpha.data(), st.data(), sts, nq, cv, n, pk, pk_rows, nv, next_n);
     } else {
-      values_all<V, 1>(o.data(), hd, alpha.data(), st.data(), nqp, nq, cv, n, pk, pk_rows, nv, next_n);
+      values_all<V, 1>(o.data(), hd, alpha.data(), st.data(), sts, nq, cv, n, pk, pk_rows, nv, next_n);
     }
     if (dot_form) {
       std::swap(ck, nk);
