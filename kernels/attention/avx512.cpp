@@ -20,11 +20,12 @@ struct V512 {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
   // 16 FP8 E4M3 values widened to f32 exactly (how: tile.h, widen(uint8_t)).
-  static R load(const uint8_t* p) {
+  static R load(const uint8_t* p) { return _mm512_mul_ps(load_fp8_over_256(p), _mm512_set1_ps(256.0f)); }
+  // The same codes' values x 2^-8 (the f16 before the scaling), for callers that fold the 2^8 elsewhere.
+  static R load_fp8_over_256(const uint8_t* p) {
     const __m256i c = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m256i h =
-        _mm256_and_si256(_mm256_slli_epi16(c, 7), _mm256_set1_epi16(static_cast<short>(0xbfff)));
-    return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+    return _mm512_cvtph_ps(
+        _mm256_and_si256(_mm256_slli_epi16(c, 7), _mm256_set1_epi16(static_cast<short>(0xbfff))));
   }
   static void store(float* p, R x) { _mm512_storeu_ps(p, x); }
   static R set1(float x) { return _mm512_set1_ps(x); }

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "attention/attention.h"
@@ -169,8 +170,21 @@ inline void scores_dot(const float* qr, int nq, int hd, const E* const* kp, int6
   }
 }
 
-// A decode task whose queries fill a vector evenly (2 to L of them; the 1.7B and 4B shapes have 4: 4 keys
-// to an AVX-512 vector, 2 to an AVX2 one) keeps its scores packed, St[key][q] with stride nq. The L sums of
+// A K vector for the packed scores: fp8 codes are read as value x 2^-8 and the queries carry the 2^8
+// (kPackedKeyScale; both scalings are exact, so every product and sum is the one of the unscaled values).
+template <class V, class E>
+inline typename V::R load_key(const E* p) {
+  if constexpr (std::is_same_v<E, uint8_t>) {
+    return V::load_fp8_over_256(p);
+  } else {
+    return V::load(p);
+  }
+}
+template <class E>
+constexpr float kPackedKeyScale = std::is_same_v<E, uint8_t> ? 256.0f : 1.0f;
+
+// On the AVX-512 body, a decode task whose queries fill a vector evenly (2 to 16 of them; the 1.7B and 4B
+// shapes have 4: 4 keys to a vector) keeps its scores packed, St[key][q] with stride nq. The L sums of
 // NK keys x NQ queries leave the dot products as one vector (V::sum_lanes: one transposing reduction for
 // all of them, where scores_dot reduces each sum alone and pads every key to a vector), and the softmax
 // then works on full vectors. Each K vector feeds NQ FMAs and each query vector NK; L chains.
@@ -183,7 +197,7 @@ inline void dot_packed_kernel(const float* qr, int hd, const E* const* kp, float
     typename V::R qv[NQ];
     for (int q = 0; q < NQ; ++q) qv[q] = V::load(qr + q * hd + d);
     for (int u = 0; u < NK; ++u) {
-      const typename V::R k = V::load(kp[u] + d);
+      const typename V::R k = load_key<V>(kp[u] + d);
       for (int q = 0; q < NQ; ++q) acc[u * NQ + q] = V::fma(qv[q], k, acc[u * NQ + q]);
     }
   }
@@ -377,7 +391,7 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
       const int64_t qi = r * group + g;
       for (int d = 0; d < hd; ++d) {
         if (dot_form) {
-          qr[static_cast<size_t>(qi * hd + d)] = q[d] * sh.scale;
+          qr[static_cast<size_t>(qi * hd + d)] = q[d] * sh.scale * (packed ? kPackedKeyScale<E> : 1.0f);
         } else {
           qt[static_cast<size_t>(d * nqp + qi)] = q[d] * sh.scale;
         }
