@@ -37,27 +37,6 @@ struct V256 {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
   }
-  // Lane i of the result = the sum of x[i]'s lanes, for 8 vectors at once (as the AVX-512 body's).
-  static R sum_lanes(const R* x) {
-    R t1[4], t2[2];
-    for (int i = 0; i < 4; ++i) {
-      t1[i] = _mm256_add_ps(_mm256_unpacklo_ps(x[2 * i], x[2 * i + 1]),
-                            _mm256_unpackhi_ps(x[2 * i], x[2 * i + 1]));
-    }
-    for (int i = 0; i < 2; ++i) {
-      const __m256d a = _mm256_castps_pd(t1[2 * i]), b = _mm256_castps_pd(t1[2 * i + 1]);
-      t2[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)),
-                            _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
-    }
-    return _mm256_add_ps(_mm256_permute2f128_ps(t2[0], t2[1], 0x20),
-                         _mm256_permute2f128_ps(t2[0], t2[1], 0x31));
-  }
-  // Lane i of the result = lane (i + s) mod 8 of x.
-  static R rotate(R x, int s) {
-    const __m256i i = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_permutevar8x32_ps(
-        x, _mm256_and_si256(_mm256_add_epi32(i, _mm256_set1_epi32(s)), _mm256_set1_epi32(7)));
-  }
   // The same e^x as the AVX-512 body (see there), step for step.
   static R exp(R x) {
     const R tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
