@@ -21,6 +21,17 @@ inline void prefetch_line(const void* p) {
   _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
 }
 
+// Row dots read R consecutive rows side by side, one stream a row, R rows a pass. Row r asks for its
+// line kDecodePrefetchLines ahead of `offset`, and within that distance of its end for the start of row
+// r + R, which it reads next: the line after its end is row r + 1's, another stream's, already read. Rows
+// of 2,048 bf16 are 64 lines, so otherwise each pass started 3 of its 4 streams cold (bench/RESULTS.md,
+// session 25: 1.2-1.6x the bytes per second on those shapes).
+inline void prefetch_row_ahead(const void* row, int64_t offset, int64_t row_bytes, int rows_per_pass) {
+  int64_t ahead = offset + kDecodePrefetchLines * 64;
+  if (ahead >= row_bytes) ahead += (rows_per_pass - 1) * row_bytes;
+  prefetch_line(static_cast<const char*>(row) + ahead);
+}
+
 // A tile's NB blocks keep their per-group parameters (scales, minima) in runs of `groups` entries of
 // `entry` elements each: a stream of their own beside the weights, which the hardware prefetchers
 // follow poorly. Asks for group g + 1's entry of every block (bench/RESULTS.md, session 20).

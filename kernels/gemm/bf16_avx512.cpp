@@ -123,7 +123,7 @@ void small_m_rows(const uint32_t* xb, int64_t k2, const FloatWeight& w, float* y
     for (int64_t kk = 0; kk < w.k; kk += 32) {
       const __mmask32 mask = avx512::lanes_mask32(w.k - kk);
       SPARK_UNROLL
-      for (int r = 0; r < 4; ++r) prefetch_line(wr[r] + kk + kDecodePrefetchLines * 32);
+      for (int r = 0; r < 4; ++r) prefetch_row_ahead(wr[r], kk * 2, w.k * 2, 4);
       __m512i wv[4];
       SPARK_UNROLL
       for (int r = 0; r < 4; ++r) wv[r] = _mm512_maskz_loadu_epi16(mask, wr[r] + kk);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu/decode_rows.h"
 #include "gemm_float/gemm_float_isa.h"
 #include "gemm_float/panel_avx2.h"
 
@@ -73,6 +74,13 @@ void small_m_rows(const float* x, int64_t m, const FloatWeight& w, float* y, int
       __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
       int64_t kk = 0;
       for (; kk + 8 <= k; kk += 8) {
+        // The first activation row streams the 4 rows; the others find them in L1.
+        if (i == 0 && (kk * elem) % 64 == 0) {
+          prefetch_row_ahead(w0, kk * elem, k * elem, 4);
+          prefetch_row_ahead(w1, kk * elem, k * elem, 4);
+          prefetch_row_ahead(w2, kk * elem, k * elem, 4);
+          prefetch_row_ahead(w3, kk * elem, k * elem, 4);
+        }
         __m256 xv = _mm256_loadu_ps(xi + kk);
         a0 = _mm256_fmadd_ps(xv, load8<DT>(w0, kk), a0);
         a1 = _mm256_fmadd_ps(xv, load8<DT>(w1, kk), a1);

@@ -57,8 +57,7 @@ void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, i
       const __mmask16 mask = avx512::lanes_mask(k - kk);
       if ((kk * elem) % 64 == 0) {
         SPARK_UNROLL
-        for (int r = 0; r < 4; ++r)
-          prefetch_line(static_cast<const char*>(wr[r]) + (kk * elem + kDecodePrefetchLines * 64));
+        for (int r = 0; r < 4; ++r) prefetch_row_ahead(wr[r], kk * elem, k * elem, 4);
       }
       __m512 wv[4];
       SPARK_UNROLL
@@ -120,7 +119,7 @@ void bf16_split_rows(const float* xs, int64_t k_half, const FloatWeight& w, floa
       __m512 we[4], wo[4];
       SPARK_UNROLL
       for (int r = 0; r < 4; ++r) {
-        prefetch_line(wr[r] + kk + kDecodePrefetchLines * 32);
+        prefetch_row_ahead(wr[r], kk * 2, k * 2, 4);
         const __m512i v = _mm512_maskz_loadu_epi16(mask, wr[r] + kk);
         we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         wo[r] = _mm512_castsi512_ps(_mm512_and_si512(v, odd));
