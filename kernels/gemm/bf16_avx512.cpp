@@ -105,33 +105,33 @@ struct PairPacker {
 };
 
 // Rows [n_begin, n_end) for M (<= 4) activation rows.
-template <int M>
+template <int M, int R = 4>
 void small_m_rows(const uint32_t* xb, int64_t k2, const FloatWeight& w, float* y, int64_t ldy,
                   int64_t n_begin, int64_t n_end) {
   const auto* base = static_cast<const uint16_t*>(w.data);
-  for (int64_t n = n_begin; n < n_end; n += 4) {
-    const int rows = static_cast<int>(std::min<int64_t>(4, n_end - n));
-    const uint16_t* wr[4];
+  for (int64_t n = n_begin; n < n_end; n += R) {
+    const int rows = static_cast<int>(std::min<int64_t>(R, n_end - n));
+    const uint16_t* wr[R];
     SPARK_UNROLL
-    for (int r = 0; r < 4; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * w.k;
-    __m512 acc[M][4];
+    for (int r = 0; r < R; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * w.k;
+    __m512 acc[M][R];
     SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
       SPARK_UNROLL
-      for (int r = 0; r < 4; ++r) acc[i][r] = _mm512_setzero_ps();
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
     }
     for (int64_t kk = 0; kk < w.k; kk += 32) {
       const __mmask32 mask = avx512::lanes_mask32(w.k - kk);
       SPARK_UNROLL
-      for (int r = 0; r < 4; ++r) prefetch_row_ahead(wr[r], kk * 2, w.k * 2, 4);
-      __m512i wv[4];
+      for (int r = 0; r < R; ++r) prefetch_row_ahead(wr[r], kk * 2, w.k * 2, R);
+      __m512i wv[R];
       SPARK_UNROLL
-      for (int r = 0; r < 4; ++r) wv[r] = _mm512_maskz_loadu_epi16(mask, wr[r] + kk);
+      for (int r = 0; r < R; ++r) wv[r] = _mm512_maskz_loadu_epi16(mask, wr[r] + kk);
       SPARK_UNROLL
       for (int i = 0; i < M; ++i) {
         const __m512i xv = _mm512_loadu_si512(xb + i * k2 + kk / 2);
         SPARK_UNROLL
-        for (int r = 0; r < 4; ++r) acc[i][r] = dpbf16(acc[i][r], xv, wv[r]);
+        for (int r = 0; r < R; ++r) acc[i][r] = dpbf16(acc[i][r], xv, wv[r]);
       }
     }
     SPARK_UNROLL
@@ -154,7 +154,8 @@ void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& qw, f
   if (m <= kDecodeMaxM) {
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      with_rows(m, [&](auto rows) { small_m_rows<rows>(xb, ldx, w, y, ldy, b, e); });
+      if (m == 1) small_m_rows<1, 8>(xb, ldx, w, y, ldy, b, e);
+      else with_rows(m, [&](auto rows) { small_m_rows<rows>(xb, ldx, w, y, ldy, b, e); });
     });
     return;
   }

@@ -36,37 +36,37 @@ inline __m512 load16(const void* base, int64_t i, __mmask16 mask) {
 
 // Rows [n_begin, n_end) of y for the M (<= 4) activation rows, 4 weight rows per pass (f32, f16; bf16
 // takes bf16_split_rows). The 4 rows are 4 streams one row apart: each asks for its lines ahead.
-template <FloatDType DT, int M>
+template <FloatDType DT, int M, int R = 4>
 void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, int64_t n_begin,
                   int64_t n_end) {
   const int64_t k = w.k;
   const int64_t elem = float_dtype_size(DT);
   const auto* base = static_cast<const uint8_t*>(w.data);
-  for (int64_t n = n_begin; n < n_end; n += 4) {
-    const int rows = static_cast<int>(std::min<int64_t>(4, n_end - n));
-    const void* wr[4];
+  for (int64_t n = n_begin; n < n_end; n += R) {
+    const int rows = static_cast<int>(std::min<int64_t>(R, n_end - n));
+    const void* wr[R];
     SPARK_UNROLL
-    for (int r = 0; r < 4; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * k * elem;
-    __m512 acc[M][4];
+    for (int r = 0; r < R; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * k * elem;
+    __m512 acc[M][R];
     SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
       SPARK_UNROLL
-      for (int r = 0; r < 4; ++r) acc[i][r] = _mm512_setzero_ps();
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
     }
     for (int64_t kk = 0; kk < k; kk += 16) {
       const __mmask16 mask = avx512::lanes_mask(k - kk);
       if ((kk * elem) % 64 == 0) {
         SPARK_UNROLL
-        for (int r = 0; r < 4; ++r) prefetch_row_ahead(wr[r], kk * elem, k * elem, 4);
+        for (int r = 0; r < R; ++r) prefetch_row_ahead(wr[r], kk * elem, k * elem, R);
       }
-      __m512 wv[4];
+      __m512 wv[R];
       SPARK_UNROLL
-      for (int r = 0; r < 4; ++r) wv[r] = load16<DT>(wr[r], kk, mask);
+      for (int r = 0; r < R; ++r) wv[r] = load16<DT>(wr[r], kk, mask);
       SPARK_UNROLL
       for (int i = 0; i < M; ++i) {
         const __m512 xv = _mm512_maskz_loadu_ps(mask, x + i * k + kk);
         SPARK_UNROLL
-        for (int r = 0; r < 4; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
+        for (int r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
       }
     }
     SPARK_UNROLL
@@ -97,29 +97,29 @@ const float* split_even_odd(const float* x, int64_t m, int64_t k, int64_t k_half
 // 64-byte line of 32 bf16 becomes two f32 vectors in place, the even elements by a 16-bit shift and the
 // odd ones by masking their low halves, so no widening shuffle. The activations are split once per call
 // into their even and odd elements to match (xs: per row, k_half evens then k_half odds, zero padded).
-template <int M>
+template <int M, int R = 4>
 void bf16_split_rows(const float* xs, int64_t k_half, const FloatWeight& w, float* y, int64_t ldy,
                      int64_t n_begin, int64_t n_end) {
   const int64_t k = w.k;
   const auto* base = static_cast<const uint16_t*>(w.data);
   const __m512i odd = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-  for (int64_t n = n_begin; n < n_end; n += 4) {
-    const int rows = static_cast<int>(std::min<int64_t>(4, n_end - n));
-    const uint16_t* wr[4];
+  for (int64_t n = n_begin; n < n_end; n += R) {
+    const int rows = static_cast<int>(std::min<int64_t>(R, n_end - n));
+    const uint16_t* wr[R];
     SPARK_UNROLL
-    for (int r = 0; r < 4; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * k;
-    __m512 acc[M][4];
+    for (int r = 0; r < R; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * k;
+    __m512 acc[M][R];
     SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
       SPARK_UNROLL
-      for (int r = 0; r < 4; ++r) acc[i][r] = _mm512_setzero_ps();
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
     }
     for (int64_t kk = 0; kk < k; kk += 32) {
       const __mmask32 mask = avx512::lanes_mask32(k - kk);
-      __m512 we[4], wo[4];
+      __m512 we[R], wo[R];
       SPARK_UNROLL
-      for (int r = 0; r < 4; ++r) {
-        prefetch_row_ahead(wr[r], kk * 2, k * 2, 4);
+      for (int r = 0; r < R; ++r) {
+        prefetch_row_ahead(wr[r], kk * 2, k * 2, R);
         const __m512i v = _mm512_maskz_loadu_epi16(mask, wr[r] + kk);
         we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         wo[r] = _mm512_castsi512_ps(_mm512_and_si512(v, odd));
@@ -129,7 +129,7 @@ void bf16_split_rows(const float* xs, int64_t k_half, const FloatWeight& w, floa
         const float* xi = xs + i * 2 * k_half + kk / 2;
         const __m512 xe = _mm512_load_ps(xi), xo = _mm512_load_ps(xi + k_half);
         SPARK_UNROLL
-        for (int r = 0; r < 4; ++r)
+        for (int r = 0; r < R; ++r)
           acc[i][r] = _mm512_fmadd_ps(xo, wo[r], _mm512_fmadd_ps(xe, we[r], acc[i][r]));
       }
     }
@@ -179,12 +179,14 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
     const float* xs = split_even_odd(x, m, w.k, k_half);
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      with_rows(m, [&](auto rows) { bf16_split_rows<rows>(xs, k_half, w, y, ldy, b, e); });
+      if (m == 1) bf16_split_rows<1, 8>(xs, k_half, w, y, ldy, b, e);
+      else with_rows(m, [&](auto rows) { bf16_split_rows<rows>(xs, k_half, w, y, ldy, b, e); });
     });
   } else {
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      with_rows(m, [&](auto rows) { small_m_rows<DT, rows>(x, w, y, ldy, b, e); });
+      if (m == 1) small_m_rows<DT, 1, 8>(x, w, y, ldy, b, e);
+      else with_rows(m, [&](auto rows) { small_m_rows<DT, rows>(x, w, y, ldy, b, e); });
     });
   }
 }
