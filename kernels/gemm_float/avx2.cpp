@@ -1,6 +1,6 @@
 // AVX2 + FMA body of gemm_float. Two shapes of work:
-//  - few rows (decode): each weight row is streamed once and dotted with every x row while it is in L1;
-//    this path is bound by memory bandwidth, so it reads the weight in its stored dtype.
+//  - few rows (decode): each weight row is streamed once and each of its vectors dotted with every x row
+//    from its register; this path is bound by memory bandwidth, so it reads the weight in its stored dtype.
 //  - many rows (prefill, batched decode): weight panels are widened to f32 and transposed into a
 //    thread-local buffer once per K block, then a 6x16 register-tiled micro-kernel runs over all rows
 //    of the task (panel_avx2.h).
@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "cpu/decode_rows.h"
+#include "cpu/unroll.h"
 #include "gemm_float/gemm_float_isa.h"
 #include "gemm_float/panel_avx2.h"
 
@@ -55,62 +56,52 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
-// Dot products of up to kSmallM x rows with 4 weight rows at a time.
-template <FloatDType DT>
-void small_m_rows(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, int64_t n_begin,
+// Dot products of M (<= kSmallM) x rows with R weight rows per pass: each weight vector is loaded once
+// and used for every x row from its register (the M x R accumulators fill 8 of the 16 registers). The R
+// rows are R streams, each asking for its lines ahead (prefetch_row_ahead).
+template <FloatDType DT, int M>
+void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, int64_t n_begin,
                   int64_t n_end) {
+  constexpr int R = M == 1 ? 8 : (M == 2 ? 4 : 2);
   const int64_t k = w.k;
   const int64_t elem = float_dtype_size(DT);
   const auto* base = static_cast<const uint8_t*>(w.data);
-  int64_t n = n_begin;
-  for (; n + 4 <= n_end; n += 4) {
-    const void* w0 = base + (n + 0) * k * elem;
-    const void* w1 = base + (n + 1) * k * elem;
-    const void* w2 = base + (n + 2) * k * elem;
-    const void* w3 = base + (n + 3) * k * elem;
-    for (int64_t i = 0; i < m; ++i) {
-      const float* xi = x + i * k;
-      __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-      __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-      int64_t kk = 0;
-      for (; kk + 8 <= k; kk += 8) {
-        // The first activation row streams the 4 rows; the others find them in L1.
-        if (i == 0 && (kk * elem) % 64 == 0) {
-          prefetch_row_ahead(w0, kk * elem, k * elem, 4);
-          prefetch_row_ahead(w1, kk * elem, k * elem, 4);
-          prefetch_row_ahead(w2, kk * elem, k * elem, 4);
-          prefetch_row_ahead(w3, kk * elem, k * elem, 4);
-        }
-        __m256 xv = _mm256_loadu_ps(xi + kk);
-        a0 = _mm256_fmadd_ps(xv, load8<DT>(w0, kk), a0);
-        a1 = _mm256_fmadd_ps(xv, load8<DT>(w1, kk), a1);
-        a2 = _mm256_fmadd_ps(xv, load8<DT>(w2, kk), a2);
-        a3 = _mm256_fmadd_ps(xv, load8<DT>(w3, kk), a3);
-      }
-      float s0 = hsum(a0), s1 = hsum(a1), s2 = hsum(a2), s3 = hsum(a3);
-      for (; kk < k; ++kk) {
-        s0 += xi[kk] * load1<DT>(w0, kk);
-        s1 += xi[kk] * load1<DT>(w1, kk);
-        s2 += xi[kk] * load1<DT>(w2, kk);
-        s3 += xi[kk] * load1<DT>(w3, kk);
-      }
-      float* yi = y + i * ldy + n;
-      yi[0] = s0;
-      yi[1] = s1;
-      yi[2] = s2;
-      yi[3] = s3;
+  for (int64_t n = n_begin; n < n_end; n += R) {
+    const int rows = static_cast<int>(std::min<int64_t>(R, n_end - n));
+    const void* wr[R];
+    SPARK_UNROLL
+    for (int r = 0; r < R; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * k * elem;
+    __m256 acc[M][R];
+    SPARK_UNROLL
+    for (int i = 0; i < M; ++i) {
+      SPARK_UNROLL
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
     }
-  }
-  for (; n < n_end; ++n) {
-    const void* wn = base + n * k * elem;
-    for (int64_t i = 0; i < m; ++i) {
-      const float* xi = x + i * k;
-      __m256 a0 = _mm256_setzero_ps();
-      int64_t kk = 0;
-      for (; kk + 8 <= k; kk += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xi + kk), load8<DT>(wn, kk), a0);
-      float s = hsum(a0);
-      for (; kk < k; ++kk) s += xi[kk] * load1<DT>(wn, kk);
-      y[i * ldy + n] = s;
+    int64_t kk = 0;
+    for (; kk + 8 <= k; kk += 8) {
+      if ((kk * elem) % 64 == 0) {
+        SPARK_UNROLL
+        for (int r = 0; r < R; ++r) prefetch_row_ahead(wr[r], kk * elem, k * elem, R);
+      }
+      __m256 wv[R];
+      SPARK_UNROLL
+      for (int r = 0; r < R; ++r) wv[r] = load8<DT>(wr[r], kk);
+      SPARK_UNROLL
+      for (int i = 0; i < M; ++i) {
+        const __m256 xv = _mm256_loadu_ps(x + i * k + kk);
+        SPARK_UNROLL
+        for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
+      }
+    }
+    SPARK_UNROLL
+    for (int i = 0; i < M; ++i) {
+      SPARK_UNROLL
+      for (int r = 0; r < R; ++r) {
+        if (r >= rows) continue;
+        float s = hsum(acc[i][r]);
+        for (int64_t t = kk; t < k; ++t) s += x[i * k + t] * load1<DT>(wr[r], t);
+        y[i * ldy + n + r] = s;
+      }
     }
   }
 }
@@ -170,7 +161,8 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
   if (m <= kSmallM) {
     // Blocks of 64 rows: small enough to balance 2..64 threads on the smallest Spark GEMMs.
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
-      small_m_rows<DT>(x, m, w, y, ldy, static_cast<int64_t>(begin), static_cast<int64_t>(end));
+      const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
+      with_rows(m, [&](auto rows) { small_m_rows<DT, rows>(x, w, y, ldy, b, e); });
     });
   } else {
     avx2::panel_gemm(x, m, w.k, w.n, w.k, y, ldy, pool, FloatPacker<DT>{w});
