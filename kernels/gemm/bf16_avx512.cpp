@@ -104,7 +104,8 @@ struct PairPacker {
   }
 };
 
-// Rows [n_begin, n_end) for M (<= 4) activation rows.
+// Rows [n_begin, n_end) for M (<= 4) activation rows, R weight rows (streams) a pass: 8 at one or two
+// activation rows, where the M x 8 accumulators still leave registers for the 8 weight lines.
 template <int M, int R = 4>
 void small_m_rows(const uint32_t* xb, int64_t k2, const FloatWeight& w, float* y, int64_t ldy,
                   int64_t n_begin, int64_t n_end) {
@@ -155,6 +156,7 @@ void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& qw, f
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
       if (m == 1) small_m_rows<1, 8>(xb, ldx, w, y, ldy, b, e);
+      else if (m == 2) small_m_rows<2, 8>(xb, ldx, w, y, ldy, b, e);
       else with_rows(m, [&](auto rows) { small_m_rows<rows>(xb, ldx, w, y, ldy, b, e); });
     });
     return;

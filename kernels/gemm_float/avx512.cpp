@@ -34,8 +34,9 @@ inline __m512 load16(const void* base, int64_t i, __mmask16 mask) {
   }
 }
 
-// Rows [n_begin, n_end) of y for the M (<= 4) activation rows, 4 weight rows per pass (f32, f16; bf16
-// takes bf16_split_rows). The 4 rows are 4 streams one row apart: each asks for its lines ahead.
+// Rows [n_begin, n_end) of y for the M (<= 4) activation rows, R weight rows per pass: 8 at one activation
+// row, else 4 (f32, f16; bf16 takes bf16_split_rows). The R rows are R streams one row apart: each asks for
+// its lines ahead (prefetch_row_ahead).
 template <FloatDType DT, int M, int R = 4>
 void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, int64_t n_begin,
                   int64_t n_end) {
@@ -97,6 +98,8 @@ const float* split_even_odd(const float* x, int64_t m, int64_t k, int64_t k_half
 // 64-byte line of 32 bf16 becomes two f32 vectors in place, the even elements by a 16-bit shift and the
 // odd ones by masking their low halves, so no widening shuffle. The activations are split once per call
 // into their even and odd elements to match (xs: per row, k_half evens then k_half odds, zero padded).
+// R weight rows a pass as in small_m_rows (8 at one activation row; at two, 8 were slower on the
+// 2048-wide shapes: 16 accumulators and 16 split vectors outgrow the registers).
 template <int M, int R = 4>
 void bf16_split_rows(const float* xs, int64_t k_half, const FloatWeight& w, float* y, int64_t ldy,
                      int64_t n_begin, int64_t n_end) {
