@@ -155,9 +155,12 @@ void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& qw, f
   if (m <= kDecodeMaxM) {
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      if (m == 1) small_m_rows<1, 8>(xb, ldx, w, y, ldy, b, e);
-      else if (m == 2) small_m_rows<2, 8>(xb, ldx, w, y, ldy, b, e);
-      else with_rows(m, [&](auto rows) { small_m_rows<rows>(xb, ldx, w, y, ldy, b, e); });
+      if (m == 1)
+        small_m_rows<1, 8>(xb, ldx, w, y, ldy, b, e);
+      else if (m == 2)
+        small_m_rows<2, 8>(xb, ldx, w, y, ldy, b, e);
+      else
+        with_rows(m, [&](auto rows) { small_m_rows<rows>(xb, ldx, w, y, ldy, b, e); });
     });
     return;
   }

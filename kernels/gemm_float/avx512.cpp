@@ -182,14 +182,18 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
     const float* xs = split_even_odd(x, m, w.k, k_half);
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      if (m == 1) bf16_split_rows<1, 8>(xs, k_half, w, y, ldy, b, e);
-      else with_rows(m, [&](auto rows) { bf16_split_rows<rows>(xs, k_half, w, y, ldy, b, e); });
+      if (m == 1)
+        bf16_split_rows<1, 8>(xs, k_half, w, y, ldy, b, e);
+      else
+        with_rows(m, [&](auto rows) { bf16_split_rows<rows>(xs, k_half, w, y, ldy, b, e); });
     });
   } else {
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      if (m == 1) small_m_rows<DT, 1, 8>(x, w, y, ldy, b, e);
-      else with_rows(m, [&](auto rows) { small_m_rows<DT, rows>(x, w, y, ldy, b, e); });
+      if (m == 1)
+        small_m_rows<DT, 1, 8>(x, w, y, ldy, b, e);
+      else
+        with_rows(m, [&](auto rows) { small_m_rows<DT, rows>(x, w, y, ldy, b, e); });
     });
   }
 }
