@@ -57,8 +57,8 @@ inline float hsum(__m256 v) {
 }
 
 // Dot products of M (<= kSmallM) x rows with R weight rows per pass: each weight vector is loaded once
-// and used for every x row from its register (the M x R accumulators fill 8 of the 16 registers). The R
-// rows are R streams, each asking for its lines ahead (prefetch_row_ahead).
+// and used for every x row from its register (the M x R accumulators take at most 8 of the 16
+// registers). The R rows are R streams, each asking for its lines ahead (prefetch_row_ahead).
 template <FloatDType DT, int M>
 void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, int64_t n_begin,
                   int64_t n_end) {

@@ -1,7 +1,8 @@
 // AVX-512 body of gemm_float (exact f32 products whatever the weight dtype).
-//  - few rows (decode): 4 weight rows are streamed at a time, widened in registers, and dotted with every
-//    activation row while in registers; bound by memory bandwidth. bf16 rows are used in place as their
-//    even and odd elements (bf16_split_rows): 1.3-1.6x the bytes per second of widening them.
+//  - few rows (decode): 8 weight rows (one activation row) or 4 are streamed at a time, widened in
+//    registers, and dotted with every activation row while in registers; bound by memory bandwidth. bf16
+//    rows are used in place as their even and odd elements (bf16_split_rows): 1.3-1.6x the bytes per
+//    second of widening them.
 //  - many rows: panels widened to f32 once per K block, then the 12 x 32 micro-kernel (panel_avx512.h).
 #include <immintrin.h>
 
