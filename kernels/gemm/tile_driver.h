@@ -2,7 +2,7 @@
 // register-tiled tiles of MR activation rows x NB blocks of 16 weight rows over the full K, and this
 // driver covers y with them.
 //  - m <= kDecodeMaxM (decode, output head): one tile row of MR = m covers all activation rows, so each
-//    weight byte is read once; tasks are 4 blocks (64 weight rows) along N.
+//    weight byte is read once; tasks are 16 blocks (256 weight rows) along N.
 //  - larger m (prefill): tasks are 64 activation rows x 64 weight rows; inside a task the 64 weight rows
 //    (at most a few hundred KiB) stay in L2 while tiles of kPrefillMr rows sweep them.
 // Included by per-ISA translation units; everything here has internal linkage.
@@ -69,9 +69,16 @@ void run_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
   constexpr int64_t kTaskBlocks = 4;
   const int64_t tasks_n = (n_blocks + kTaskBlocks - 1) / kTaskBlocks;
   if (m <= kDecodeMaxM) {
-    pool.run(static_cast<size_t>(tasks_n), [&](size_t task) {
-      const int64_t b_begin = static_cast<int64_t>(task) * kTaskBlocks;
-      const int64_t b_end = std::min(n_blocks, b_begin + kTaskBlocks);
+    // 16 blocks a task, so a thread reads 256 weight rows as one run of addresses (256 KiB of W4A8 /
+    // W4A16) and a tile's last stream runs on into the next tile's first block. With 4 (one tile a task)
+    // the two threads took turns, each tile started cold, and W4A8 / W4A16 decode streamed 0.7-0.9x the
+    // bytes per second (bench/RESULTS.md, session 26). 8 was slower than 16; 32, 64 and one even share
+    // per thread no faster.
+    constexpr int64_t kDecodeTaskBlocks = 16;
+    const int64_t decode_tasks = (n_blocks + kDecodeTaskBlocks - 1) / kDecodeTaskBlocks;
+    pool.run(static_cast<size_t>(decode_tasks), [&](size_t task) {
+      const int64_t b_begin = static_cast<int64_t>(task) * kDecodeTaskBlocks;
+      const int64_t b_end = std::min(n_blocks, b_begin + kDecodeTaskBlocks);
       const int64_t nb = decode_blocks<Kernel>(m);
       for (int64_t b = b_begin; b < b_end; b += nb) {
         TileTables<Kernel>::decode[std::min<int64_t>(nb, b_end - b) - 1][m - 1](c, 0, b);
