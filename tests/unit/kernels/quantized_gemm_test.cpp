@@ -40,10 +40,11 @@ struct Shape {
   int64_t n, k;
 };
 
-// N not a multiple of 16 (and of 32/64 used by the task split), K not a multiple of 4, 64 or 128. 530 rows
-// are two decode tasks of 256 rows and a third of 18 rows (one tile of 2 blocks).
+// N not a multiple of 16 (and of 32/64 used by the task split), K not a multiple of 4, 64 or 128. 917 rows
+// are 58 blocks: with the tests' 3 threads, two decode tasks of 16 blocks, then tasks of 4 and a last one
+// of 2 blocks whose last block has 5 rows.
 const std::vector<Shape> kShapes = {{1, 1},    {5, 64},   {16, 128},  {17, 200},
-                                    {33, 129}, {70, 300}, {130, 520}, {530, 72}};
+                                    {33, 129}, {70, 300}, {130, 520}, {917, 72}};
 const std::vector<int64_t> kRows = {1, 2, 3, 7, 16, 33, 128, 511};
 
 class GemmTierTest : public ::testing::TestWithParam<std::tuple<Isa, WeightFormat>> {};
