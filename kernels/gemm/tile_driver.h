@@ -2,7 +2,7 @@
 // register-tiled tiles of MR activation rows x NB blocks of 16 weight rows over the full K, and this
 // driver covers y with them.
 //  - m <= kDecodeMaxM (decode, output head): one tile row of MR = m covers all activation rows, so each
-//    weight byte is read once; tasks are 16 blocks (256 weight rows) along N.
+//    weight byte is read once; tasks are about 256 KiB of weights (4 to 16 blocks) along N.
 //  - larger m (prefill): tasks are 64 activation rows x 64 weight rows; inside a task the 64 weight rows
 //    (at most a few hundred KiB) stay in L2 while tiles of kPrefillMr rows sweep them.
 // Included by per-ISA translation units; everything here has internal linkage.
@@ -15,6 +15,7 @@
 
 #include "cpu/decode_rows.h"
 #include "gemm/gemm_isa.h"
+#include "gemm/layout.h"
 
 namespace spark::kernels {
 namespace {
@@ -69,23 +70,27 @@ void run_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
   constexpr int64_t kTaskBlocks = 4;
   const int64_t tasks_n = (n_blocks + kTaskBlocks - 1) / kTaskBlocks;
   if (m <= kDecodeMaxM) {
-    // 16 blocks a task, so a thread reads 256 weight rows as one run of addresses (256 KiB of W4A8 /
-    // W4A16) and a tile's last stream runs on into the next tile's first block. With 4 (one tile a task)
-    // the two threads took turns, each tile started cold, and W4A8 / W4A16 decode streamed 0.7-0.9x the
-    // bytes per second (bench/RESULTS.md, session 26); 8 was slower than 16, and 32, 64 or one even
-    // share per thread no faster. The last 8 blocks per thread (and what 16 does not divide) go in tasks
-    // of 4 again, so the threads finish together: up to 1.3x on the 2,048-row shapes.
-    constexpr int64_t kDecodeTaskBlocks = 16, kTailTaskBlocks = 4;
+    // About 256 KiB of weights a task (16 blocks of W4A8 / W4A16 at K = 2,048, 8 of int8, 4 at K = 6,656),
+    // so a thread reads that much as one run of addresses and a tile's last stream runs on into the next
+    // tile's first block. With 4 blocks (one tile) a task the two threads took turns at tiles, and W4A8 /
+    // W4A16 decode streamed 0.7-1.0x the bytes per second (bench/RESULTS.md, session 26); 8 blocks were
+    // slower than 16, and 32, 64 or one even share per thread no faster. The last 8 blocks per thread
+    // (and what the task size does not divide) go in tasks of 4 again, so the threads finish together:
+    // up to 1.3x on the 2,048-row shapes.
+    constexpr int64_t kTailTaskBlocks = 4;
+    const auto block_bytes =
+        std::max<int64_t>(1, static_cast<int64_t>(layout::qweight_bytes(c.w.format, kBlockRows, c.w.k_pad)));
+    const int64_t task_blocks = std::clamp<int64_t>((int64_t{256} << 10) / block_bytes / 4 * 4, 4, 16);
     const int64_t tail = std::min<int64_t>(n_blocks, 2 * kTailTaskBlocks * pool.size());
-    const int64_t big_tasks = (n_blocks - tail) / kDecodeTaskBlocks;
-    const int64_t big_end = big_tasks * kDecodeTaskBlocks;
+    const int64_t big_tasks = (n_blocks - tail) / task_blocks;
+    const int64_t big_end = big_tasks * task_blocks;
     const int64_t decode_tasks = big_tasks + (n_blocks - big_end + kTailTaskBlocks - 1) / kTailTaskBlocks;
     pool.run(static_cast<size_t>(decode_tasks), [&](size_t task_index) {
       const auto task = static_cast<int64_t>(task_index);
       const int64_t b_begin =
-          task < big_tasks ? task * kDecodeTaskBlocks : big_end + (task - big_tasks) * kTailTaskBlocks;
+          task < big_tasks ? task * task_blocks : big_end + (task - big_tasks) * kTailTaskBlocks;
       const int64_t b_end =
-          std::min(n_blocks, b_begin + (task < big_tasks ? kDecodeTaskBlocks : kTailTaskBlocks));
+          std::min(n_blocks, b_begin + (task < big_tasks ? task_blocks : kTailTaskBlocks));
       const int64_t nb = decode_blocks<Kernel>(m);
       for (int64_t b = b_begin; b < b_end; b += nb) {
         TileTables<Kernel>::decode[std::min<int64_t>(nb, b_end - b) - 1][m - 1](c, 0, b);
