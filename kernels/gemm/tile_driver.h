@@ -89,8 +89,7 @@ void run_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
       const auto task = static_cast<int64_t>(task_index);
       const int64_t b_begin =
           task < big_tasks ? task * task_blocks : big_end + (task - big_tasks) * kTailTaskBlocks;
-      const int64_t b_end =
-          std::min(n_blocks, b_begin + (task < big_tasks ? task_blocks : kTailTaskBlocks));
+      const int64_t b_end = std::min(n_blocks, b_begin + (task < big_tasks ? task_blocks : kTailTaskBlocks));
       const int64_t nb = decode_blocks<Kernel>(m);
       for (int64_t b = b_begin; b < b_end; b += nb) {
         TileTables<Kernel>::decode[std::min<int64_t>(nb, b_end - b) - 1][m - 1](c, 0, b);
