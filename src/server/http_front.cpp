@@ -662,8 +662,10 @@ void HttpFront::worker() {
         spdlog::error("HTTP request failed: {}", e.what());
       }
       t_serving = nullptr;
-      // Framing that httplib read differently from ours leaves the connection's state unknown: close it.
-      keep = ok && !connection_closed && !stop_.load() && strm.consumed() == len;
+      // The frame is ours, so bytes of it httplib left unread are dropped with it: a response written
+      // before the body was read (the API-key and header checks answer before routing) keeps the
+      // connection. Closing it after that keep-alive response raced the client's next request on it.
+      keep = ok && !connection_closed && !stop_.load() && strm.consumed() <= len;
     }
     c->buf.erase(0, len);
     c->continue_sent = false;

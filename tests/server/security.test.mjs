@@ -2,6 +2,7 @@
 // --metrics-public); a wrong key is one counted 401; prompts reach the log only with --log-requests.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { startServer, postJson } from './lib.mjs';
 
 const chat = { model: 'spark-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 };
@@ -50,6 +51,34 @@ test('the API key guards /v1, /tokenize, /detokenize and /metrics; /health stays
       await new Promise((r) => setTimeout(r, 20));
     }
     assert.equal(counted, want, metrics.text);
+  } finally {
+    await server.stop();
+  }
+});
+
+// A 401 is answered before the body is read. The connection must stay usable: it used to be closed after
+// a keep-alive response, so a client that reused it at once saw 'other side closed'. Two pipelined
+// requests make that deterministic: the second is answered only if the connection was kept.
+test('a request refused before its body is read keeps its keep-alive connection', async () => {
+  const server = await startServer(['--api-key', 'sekret']);
+  try {
+    const body = JSON.stringify(chat);
+    const refused =
+      'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const next = 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n';
+    const s = net.connect(Number(new URL(server.url).port), '127.0.0.1');
+    let got = '';
+    let closed = false;
+    s.on('data', (d) => (got += d));
+    s.on('close', () => (closed = true));
+    s.on('error', () => (closed = true));
+    s.write(refused + next);
+    const statuses = () => [...got.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+    for (const deadline = Date.now() + 10000; statuses().length < 2 && !closed && Date.now() < deadline; )
+      await new Promise((r) => setTimeout(r, 20));
+    s.destroy();
+    assert.deepEqual(statuses(), [401, 200], got);
   } finally {
     await server.stop();
   }
