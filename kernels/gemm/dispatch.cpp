@@ -238,7 +238,7 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
               Arithmetic::kAmxBf16};
     case Kernel::kW4A16Bf16Avx512:
       return {std::string("w4a16 avx512-bf16 ") + (decode ? "gemv" : "tiles"),
-              rows + "; nibbles turned into bf16 in registers (vpermb at one row, else vpermq + vpshufb; " +
+              rows + "; nibbles turned into bf16 in registers (one vpermb per 64-byte line, shifts, " +
                   "vpternlogd), vdpbf16ps on " +
                   "bf16 activations, per group 16 scale * sum(x*(1+q/16)) + (min - 16 scale) * sum(x)" +
                   (decode ? "" : "; 8x32 tiles unpack each line once per 8 rows"),

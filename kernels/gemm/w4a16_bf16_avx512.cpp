@@ -1,11 +1,12 @@
 // AVX512-BF16 kernels of kW4A16 (w = q · scale + min per group of 128, activations rounded to bf16).
 // vdpbf16ps takes 32 bf16 products per instruction, twice an f32 FMA, and the nibbles become bf16 with
 // integer ops instead of a float lookup per weight:
-//  - 16 bytes of the layout hold one k pair of 16 rows; a 64-byte line holds 4 pairs (8 k). vpermq +
-//    vpshufb put row r's bytes of pairs p and p + 1 into 32-bit lane r; a shift moves a nibble to mantissa
-//    bits 3-6 and one vpternlogd masks it and ORs in the exponent of 1.0, which gives the bf16 of
-//    1 + q / 16 (exact). Each line becomes 4 operands of vdpbf16ps whose word pairs are the k pairs
-//    (0, 2), (1, 3), (4, 6), (5, 7); the activations are laid out in that order once per call.
+//  - 16 bytes of the layout hold one k pair of 16 rows; a 64-byte line holds 4 pairs (8 k). One vpermb
+//    gathers row r's 4 bytes into 32-bit lane r, so the lane holds that row's 8 nibbles in k order; a
+//    shift moves nibbles j and j + 4 to mantissa bits 3-6 of the lane's two words and one vpternlogd masks
+//    them and ORs in the exponent of 1.0, which gives the bf16 of 1 + q / 16 (exact). Each line becomes
+//    4 operands of vdpbf16ps whose word pairs are the k pairs (0, 4), (1, 5), (2, 6), (3, 7); the
+//    activations are laid out in that order once per call.
 //  - per group: D = Σ x · (1 + q/16), so Σ x · q = 16·D - 16·Σ x and y += 16·scale · D + (min - 16·scale)
 //    · Σ x. The offset 16 (the smallest an implicit leading 1 allows) costs ~2^-20 relative rounding,
 //    far below the 2^-9 of rounding x to bf16.
@@ -33,53 +34,32 @@ inline __m512 dpbf16_bcst(__m512 acc, __m512i w, const uint32_t* x) {
 }
 
 struct Unpacker {
-  __m512i idx_a, idx_b, spread, bytes_a, bytes_b, mask, one;
-  // vpermb indices: lane r <- row r of pairs p0 and p0 + 1 (bytes 16 p0 + r, 16 (p0 + 1) + r) at bytes 0-1
-  // and 2-3.
-  static __m512i pair_bytes(int p0) {
+  __m512i rows, mask, one;
+  Unpacker() : rows(transpose()), mask(_mm512_set1_epi32(0x00780078)), one(_mm512_set1_epi32(0x3f803f80)) {}
+
+  // vpermb indices: lane r <- row r of pairs 0-3 (bytes r, 16 + r, 32 + r, 48 + r), so lane r holds
+  // row r's 8 nibbles in k order.
+  static __m512i transpose() {
     alignas(64) uint8_t v[64];
     for (int r = 0; r < 16; ++r) {
-      v[4 * r] = v[4 * r + 1] = static_cast<uint8_t>(16 * p0 + r);
-      v[4 * r + 2] = v[4 * r + 3] = static_cast<uint8_t>(16 * (p0 + 1) + r);
+      for (int p = 0; p < 4; ++p) v[4 * r + p] = static_cast<uint8_t>(16 * p + r);
     }
     return _mm512_load_si512(v);
   }
-  Unpacker()
-      : idx_a(_mm512_setr_epi64(0, 2, 0, 2, 1, 3, 1, 3)),
-        idx_b(_mm512_setr_epi64(4, 6, 4, 6, 5, 7, 5, 7)),
-        // 128-bit lane l, lane r = 4l + j: byte 0 from the first qword (rows 8h..8h+7, h = l / 2), byte 2
-        // from the second; bytes 1 and 3 zero.
-        spread(_mm512_set_epi8(-1, 15, -1, 7, -1, 14, -1, 6, -1, 13, -1, 5, -1, 12, -1, 4,  //
-                               -1, 11, -1, 3, -1, 10, -1, 2, -1, 9, -1, 1, -1, 8, -1, 0,    //
-                               -1, 15, -1, 7, -1, 14, -1, 6, -1, 13, -1, 5, -1, 12, -1, 4,  //
-                               -1, 11, -1, 3, -1, 10, -1, 2, -1, 9, -1, 1, -1, 8, -1, 0)),
-        bytes_a(pair_bytes(0)),
-        bytes_b(pair_bytes(2)),
-        mask(_mm512_set1_epi32(0x00780078)),
-        one(_mm512_set1_epi32(0x3f803f80)) {}
 
   // (v & mask) | one
   __m512i bf16(__m512i v) const { return _mm512_ternarylogic_epi32(v, mask, one, 0xea); }
 
-  // One 64-byte line (pairs p..p+3 of 16 rows) -> the 4 vdpbf16ps operands. kPermb: one vpermb per
-  // half instead of vpermq + vpshufb (bytes 1 and 3 of each lane then hold copies, which the mask
-  // drops): 15-24% more lines per second at one activation row in L2, but 8% fewer at four rows, where
-  // vdpbf16ps issue is the bound (bench/RESULTS.md, session 7).
-  template <bool kPermb>
+  // One 64-byte line (8 k of 16 rows) -> the 4 vdpbf16ps operands: nibble j of a lane to bits 3-6, nibble
+  // j + 4 to bits 19-22. One vpermb and 4 shifts per line, where splitting the pairs took 2 vpermb (or
+  // 2 vpermq + 2 vpshufb) and the same shifts: 1.1-1.3x the lines per second with the weights in L2 at
+  // 1, 3 and 4 activation rows (bench/RESULTS.md, session 27).
   void line(const uint8_t* src, __m512i out[4]) const {
-    const __m512i raw = _mm512_loadu_si512(src);
-    __m512i a, b;
-    if constexpr (kPermb) {
-      a = _mm512_permutexvar_epi8(bytes_a, raw);
-      b = _mm512_permutexvar_epi8(bytes_b, raw);
-    } else {
-      a = _mm512_shuffle_epi8(_mm512_permutexvar_epi64(idx_a, raw), spread);
-      b = _mm512_shuffle_epi8(_mm512_permutexvar_epi64(idx_b, raw), spread);
-    }
-    out[0] = bf16(_mm512_slli_epi16(a, 3));  // low nibbles: k 0 and 2
-    out[1] = bf16(_mm512_srli_epi16(a, 1));  // high nibbles: k 1 and 3
-    out[2] = bf16(_mm512_slli_epi16(b, 3));  // k 4 and 6
-    out[3] = bf16(_mm512_srli_epi16(b, 1));  // k 5 and 7
+    const __m512i d = _mm512_permutexvar_epi8(rows, _mm512_loadu_si512(src));
+    out[0] = bf16(_mm512_slli_epi32(d, 3));
+    out[1] = bf16(_mm512_srli_epi32(d, 1));
+    out[2] = bf16(_mm512_srli_epi32(d, 5));
+    out[3] = bf16(_mm512_srli_epi32(d, 9));
   }
 };
 
@@ -124,7 +104,7 @@ struct W4A16Bf16Kernel {
           if constexpr (MR <= kDecodeMaxM)
             prefetch_line(wq + b * block_bytes + (l + kDecodePrefetchLines) * 64);
           __m512i wv[4];
-          u.line<MR == 1>(wq + b * block_bytes + l * 64, wv);
+          u.line(wq + b * block_bytes + l * 64, wv);
           SPARK_UNROLL
           for (int i = 0; i < MR; ++i) {
             const uint32_t* xp = xb + i * c.ldx + l * 4;
@@ -171,7 +151,7 @@ void prepare_rows(const float* x, int64_t k, int64_t k_pad, int64_t groups, uint
   // Word j of 32 (4 units of 8 k) <- element 8(j / 8) + order[j % 8]; the bf16 of element e is word 2e + 1
   // of the rounded pair (a, b) of 16-lane vectors.
   alignas(64) int16_t idx[32];
-  constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+  constexpr int kOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
   for (int j = 0; j < 32; ++j) idx[j] = static_cast<int16_t>(2 * (8 * (j / 8) + kOrder[j % 8]) + 1);
   const __m512i perm = _mm512_load_si512(idx);
   for (int64_t i = i_begin; i < i_end; ++i) {
