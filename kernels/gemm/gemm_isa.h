@@ -23,6 +23,9 @@ void gemm_scalar(const float* x, int64_t m, const QuantizedWeight& w, float* y, 
 void gemm_ref_rows(const float* x, int64_t m, const QuantizedWeight& w, const QuantizedActivations* a,
                    float* y, int64_t ldy, int64_t n_begin, int64_t n_end);
 
+// quantize_activations' row quantizer on AVX2: the scalar one's bytes, scale and group sums exactly.
+void quantize_row_avx2(const float* x, int64_t k, int64_t k_pad, int64_t groups, bool offset128, int8_t* q,
+                       float* scale, int32_t* group_sums);
 void gemm_int8_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                     ThreadPool& pool);
 void gemm_w4a8_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,

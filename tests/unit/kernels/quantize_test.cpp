@@ -158,14 +158,13 @@ TEST(Activations, NonFiniteInputsStayDefined) {
   }
 }
 
-// The AVX-512 row quantizer must give the scalar one's bytes, scale and group sums exactly (the integer
-// GEMMs are bit-exact against the reference only if both quantize alike): rows with ties at .5, zeros,
-// non-finite values and lengths off the 16-lane and 128-group boundaries.
-TEST(Activations, Avx512RowQuantizerMatchesScalar) {
-  SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx512);
+// The AVX2 and AVX-512 row quantizers must give the scalar one's bytes, scale and group sums exactly (the
+// integer GEMMs are bit-exact against the reference only if they quantize alike): rows with ties at .5,
+// zeros, non-finite values and lengths off the 8- and 16-lane and 128-group boundaries.
+void expect_row_quantizer_matches_scalar(QuantizeRowFn row_fn) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (int64_t k : {1, 15, 16, 17, 127, 128, 129, 200, 2048, 6656}) {
+  for (int64_t k : {1, 7, 8, 9, 15, 16, 17, 127, 128, 129, 200, 2048, 6656}) {
     for (int variant = 0; variant < 5; ++variant) {
       const int64_t m = 3, k_pad = (k + 127) / 128 * 128, groups = k_pad / 128;
       std::vector<float> x(static_cast<size_t>(m * k));
@@ -194,12 +193,21 @@ TEST(Activations, Avx512RowQuantizerMatchesScalar) {
           return out;
         };
         const auto want = copy(quantize_activations(x.data(), m, k, k_pad, g, offset128, nullptr));
-        const auto got =
-            copy(quantize_activations(x.data(), m, k, k_pad, g, offset128, nullptr, 1, quantize_row_avx512));
+        const auto got = copy(quantize_activations(x.data(), m, k, k_pad, g, offset128, nullptr, 1, row_fn));
         EXPECT_EQ(got, want) << "k " << k << " variant " << variant << " offset128 " << offset128;
       }
     }
   }
+}
+
+TEST(Activations, Avx2RowQuantizerMatchesScalar) {
+  SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx2);
+  expect_row_quantizer_matches_scalar(quantize_row_avx2);
+}
+
+TEST(Activations, Avx512RowQuantizerMatchesScalar) {
+  SPARK_SKIP_UNLESS_CPU_SUPPORTS(Isa::kAvx512);
+  expect_row_quantizer_matches_scalar(quantize_row_avx512);
 }
 
 // The embedding lookup reads the same numbers the GEMM multiplies: x = e_j picks column j of W, i.e.
