@@ -67,8 +67,6 @@ constexpr int64_t decode_blocks(int64_t m) {
 template <class Kernel>
 void run_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
   const int64_t n_blocks = c.w.n_pad / kBlockRows;
-  constexpr int64_t kTaskBlocks = 4;
-  const int64_t tasks_n = (n_blocks + kTaskBlocks - 1) / kTaskBlocks;
   if (m <= kDecodeMaxM) {
     // About 256 KiB of weights a task (16 blocks of W4A8 / W4A16 at K = 2,048, 8 of int8, 4 at K = 6,656),
     // so a thread reads that much as one run of addresses and a tile's last stream runs on into the next
@@ -97,7 +95,8 @@ void run_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
     });
     return;
   }
-  constexpr int64_t kTaskRows = 64;
+  constexpr int64_t kTaskBlocks = 4, kTaskRows = 64;
+  const int64_t tasks_n = (n_blocks + kTaskBlocks - 1) / kTaskBlocks;
   const int64_t tasks_m = (m + kTaskRows - 1) / kTaskRows;
   pool.run(static_cast<size_t>(tasks_n * tasks_m), [&](size_t task) {
     const int64_t tn = static_cast<int64_t>(task) % tasks_n, tm = static_cast<int64_t>(task) / tasks_n;
