@@ -217,11 +217,12 @@ int run(const Options& o) {
           const GemmChoice choice = describe_gemm(format, m, isa, w.bf16_activations);
           std::string roof_text = "";
           if (o.roofline) {
-            // Decode is judged against bandwidth, prefill against the peak of the instructions the kernel
-            // multiplies with.
-            char buf[64];
+            // Decode is judged against bandwidth (not when warm: its weights come from cache), prefill
+            // against the peak of the instructions the kernel multiplies with.
+            char buf[64] = "";
             if (m <= kDecodeMaxM) {
-              std::snprintf(buf, sizeof buf, "%.0f%% of read BW", 100.0 * gbps / roofs[isa].read_gbps);
+              if (!o.warm)
+                std::snprintf(buf, sizeof buf, "%.0f%% of read BW", 100.0 * gbps / roofs[isa].read_gbps);
             } else if (arithmetic_peak(roofs[isa], choice.arithmetic) > 0.0) {
               std::snprintf(buf, sizeof buf, "%.0f%% of %s peak",
                             100.0 * gflops / arithmetic_peak(roofs[isa], choice.arithmetic),
