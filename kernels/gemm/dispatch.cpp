@@ -167,7 +167,8 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
       decode ? "m <= " + std::to_string(kDecodeMaxM) +
                    ": every weight is read once and reused from registers for all rows"
              : "m > " + std::to_string(kDecodeMaxM) + ": M x N tiles, weights reused from cache";
-  switch (select_kernel(format, m, isa, bf16_activations)) {
+  const Kernel kernel = select_kernel(format, m, isa, bf16_activations);
+  switch (kernel) {
     case Kernel::kScalar:
       return {fmt + " scalar reference", "no AVX2+FMA+F16C on this CPU (or SPARK_FORCE_ISA=scalar)"};
     case Kernel::kFloatAvx2:
@@ -246,6 +247,13 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
     case Kernel::kW4A16Avx2:
     case Kernel::kW4A16Avx512: {
       const std::string isa_word = isa >= Isa::kAvx512 ? " avx512" : " avx2";
+      if (!decode && kernel == Kernel::kW4A16Avx2 && m <= kW4A16Avx2TilesMaxM) {
+        return {"w4a16 avx2 tiles",
+                "m <= " + std::to_string(kW4A16Avx2TilesMaxM) +
+                    ": register tiles of 4 rows over 64 x 64 tasks, weights reused from cache; per group "
+                    "scale * sum(x*q) + min * sum(x) (the f32 panels from " +
+                    std::to_string(kW4A16Avx2TilesMaxM + 1) + " rows)"};
+      }
       if (decode) {
         return {"w4a16" + isa_word + " gemv (widen in registers)",
                 rows + "; per group scale * sum(x*q) + min * sum(x): 4.25 bits read per weight"};

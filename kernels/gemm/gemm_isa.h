@@ -13,6 +13,11 @@ namespace spark::kernels {
 // every row (decode, the output head, small batches); above, it works on M x N tiles.
 constexpr int64_t kDecodeMaxM = 4;
 
+// W4A16 on AVX2 keeps its register tiles (4 rows at a time over tasks of 64 rows x 4 blocks) up to this
+// many rows, above the dequantized f32 panels: 2 threads, the 1.7B's shapes, weights from memory, the
+// tiles 1.7x at 8 rows, 1.3x at 16, 1.1x at 64, about even at 128 (bench/RESULTS.md, session 28).
+constexpr int64_t kW4A16Avx2TilesMaxM = 64;
+
 using GemmFn = void (*)(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                         ThreadPool& pool);
 

@@ -1,6 +1,7 @@
 // AVX2 kernels of kW4A16 (w = q · scale + min per group of 128, activations rounded to bf16 and held in
-// f32); same two shapes as w4a16_avx512.cpp: per-group Σ x·q in registers for decode, dequantized f32
-// panels (one 16-row block is exactly one panel of panel_avx2.h) for prefill.
+// f32): per-group Σ x·q in registers on tiles of up to 4 rows for decode and batches up to
+// kW4A16Avx2TilesMaxM rows, dequantized f32 panels (one 16-row block is exactly one panel of panel_avx2.h)
+// for larger prefill.
 #include <immintrin.h>
 
 #include <cstring>
@@ -50,21 +51,22 @@ inline __m256 round_to_bf16(__m256 v) {
   return _mm256_castsi256_ps(_mm256_and_si256(out, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
-// Decode tiles: MR rows x one block (two vectors of 8 rows). AVX2 has 16 registers, so the tile is one
+// Tiles: MR rows x one block (two vectors of 8 rows). AVX2 has 16 registers, so the tile is one
 // block wide and the group results wait in memory (`out`): two blocks with even and odd k in separate
 // chains held 8 accumulators + 8 widened vectors, and GCC spilled accumulators inside the k loop (a
 // store-to-load round trip on each FMA chain, half the speed).
 struct W4A16Kernel {
   static constexpr int kDecodeNb = 1;
-  static constexpr int kPrefillMr = 1;  // unused: large m goes through the panel GEMM
+  static constexpr int kPrefillMr = 4;  // batches of 5 to kW4A16Avx2TilesMaxM rows
   static constexpr int kPrefillNb = 1;
 
   template <int MR, int NB>
   static void tile(const TileContext& c, int64_t m0, int64_t b0) {
     static_assert(NB == 1);
-    // Chains per output vector: at one row even and odd k accumulate separately so the FMAs are not bound
-    // by their latency; from two rows the rows give the chains (two per row at two rows spilled one).
-    constexpr int C = MR == 1 ? 2 : 1;
+    // Chains per output vector: at one and two rows even and odd k accumulate separately (C = 2) so the
+    // FMAs are not bound by their latency (4 cycles; with one chain a vector two rows issued 8 lanes a
+    // cycle, 1.3x slower); from three rows the rows give the chains (C = 2 would spill).
+    constexpr int C = MR <= 2 ? 2 : 1;
     const QuantizedWeight& w = c.w;
     const int64_t groups = w.groups();
     const int64_t block_bytes = w.k_pad * kBlockRows / 2;
@@ -85,7 +87,8 @@ struct W4A16Kernel {
       }
       // A 64-byte line of a block holds 4 k pairs (p) of its 16 rows.
       for (int64_t l = g * kLinesPerGroup; l < (g + 1) * kLinesPerGroup; ++l) {
-        prefetch_line(wq + (l + kDecodePrefetchLines) * 64);  // every tile here is a decode tile
+        // Past a block's end this asks for the next block's first lines (in decode, the next tile's).
+        prefetch_line(wq + (l + kDecodePrefetchLines) * 64);
         SPARK_UNROLL
         for (int s = 0; s < 4; ++s) {
           const int64_t p = 4 * l + s;
@@ -170,7 +173,7 @@ void gemm_w4a16_avx2(const float* x, int64_t m, const QuantizedWeight& w, float*
     }
   }
   const float* xp = padded;
-  if (m > kDecodeMaxM) {
+  if (m > kW4A16Avx2TilesMaxM) {
     // Panels are whole 16-row blocks, so n is rounded up to n_pad here; columns past w.n are not stored.
     avx2::panel_gemm(xp, m, w.k_pad, w.n, w.k_pad, y, ldy, pool, W4A16Packer{w});
     return;

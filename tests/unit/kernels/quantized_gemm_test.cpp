@@ -106,8 +106,8 @@ INSTANTIATE_TEST_SUITE_P(AllTiers, GemmTierTest,
 
 // Every W4A16 kernel body called directly (the dispatcher picks only one per CPU): AMX-BF16 tiles,
 // vdpbf16ps tiles (AVX512-BF16), the f32 AVX-512 fallback and AVX2, at every decode row count 1..8, prefill
-// tiles with row tails, K on both sides of group boundaries and N tails inside a 16-row block and a 4-block
-// task.
+// tiles with row tails (AVX2: its register tiles up to 64 rows, then panels), K on both sides of group
+// boundaries and N tails inside a 16-row block and a 4-block task.
 struct W4A16Body {
   const char* name;
   GemmFn fn;
@@ -134,7 +134,7 @@ TEST_P(W4A16BodyTest, MatchesReferenceAtGroupBoundariesAndRowTails) {
   std::mt19937 rng(31);
   ThreadPool pool(3);
   const std::vector<Shape> shapes = {{16, 127}, {1, 128}, {31, 129}, {65, 256}, {79, 257}, {130, 640}};
-  const std::vector<int64_t> rows = {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 70};
+  const std::vector<int64_t> rows = {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 64, 70};
   for (const Shape& s : shapes) {
     for (int64_t m : rows) {
       auto src = test::gaussian_weight(FloatDType::kF32, s.n, s.k, rng, 0.05f);
