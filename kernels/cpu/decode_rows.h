@@ -4,6 +4,7 @@
 
 #include <xmmintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -58,6 +59,24 @@ inline void with_rows(int64_t m, Body&& body) {
     default:
       body(std::integral_constant<int, 4>{});
       break;
+  }
+}
+
+// Row dots for a small batch (more than 4 activation rows): over a task's weight rows [n_begin, n_end) in
+// runs of 16, and within a run every chunk of at most 4 activation rows (near-equal chunks, 6 rows: 3 + 3),
+// so each run comes from memory once and from cache for the other chunks. body(i0, rows, n0, n1) with rows
+// an integral_constant: activation rows [i0, i0 + rows) against weight rows [n0, n1).
+template <class Body>
+inline void row_dot_chunks(int64_t m, int64_t n_begin, int64_t n_end, Body&& body) {
+  constexpr int64_t kRun = 16;
+  const int64_t chunks = (m + 3) / 4;
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kRun) {
+    const int64_t n1 = std::min(n_end, n0 + kRun);
+    for (int64_t c = 0, i0 = 0; c < chunks; ++c) {
+      const int64_t rows = (m - i0 + chunks - c - 1) / (chunks - c);
+      with_rows(rows, [&](auto r) { body(i0, r, n0, n1); });
+      i0 += rows;
+    }
   }
 }
 

@@ -3,7 +3,8 @@
 // an f32 FMA per instruction and no widening of the weights. The products of two bf16 are exact in f32;
 // the error is the rounding of x to bf16 (relative 2^-9 per element), which the tests measure separately
 // from the exact-f32 path.
-//  - decode (m <= kDecodeMaxM): 4 weight rows at a time straight from the checkpoint layout.
+//  - decode (m <= kDecodeMaxM): 4 weight rows at a time straight from the checkpoint layout; small batches
+//    (up to kBf16DotRowDotsMaxM rows) the same on chunks of at most 4 rows.
 //  - prefill: panels of 32 rows x 256 k-pairs (16 x 16 blocks of pairs transposed in registers) and a
 //    12 x 32 micro-kernel, through the same driver as the f32 panels.
 #include <immintrin.h>
@@ -152,15 +153,20 @@ void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& qw, f
   // Rows are padded to a multiple of 16 pairs so the decode loop can read whole vectors.
   const int64_t ldx = (k2 + 15) / 16 * 16;
   const uint32_t* xb = activations_to_bf16(x, m, w.k, ldx);
-  if (m <= kDecodeMaxM) {
+  if (m <= kBf16DotRowDotsMaxM) {
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      if (m == 1)
+      if (m == 1) {
         small_m_rows<1, 8>(xb, ldx, w, y, ldy, b, e);
-      else if (m == 2)
+      } else if (m == 2) {
         small_m_rows<2, 8>(xb, ldx, w, y, ldy, b, e);
-      else
+      } else if (m <= kDecodeMaxM) {
         with_rows(m, [&](auto rows) { small_m_rows<rows>(xb, ldx, w, y, ldy, b, e); });
+      } else {
+        row_dot_chunks(m, b, e, [&](int64_t i0, auto rows, int64_t n0, int64_t n1) {
+          small_m_rows<rows>(xb + i0 * ldx, ldx, w, y + i0 * ldy, ldy, n0, n1);
+        });
+      }
     });
     return;
   }

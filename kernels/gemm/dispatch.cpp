@@ -176,15 +176,26 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
     case Kernel::kFloatRoundedAvx2:
     case Kernel::kFloatRoundedAvx512: {
       const bool avx512 = isa >= Isa::kAvx512;
+      const FloatDType dtype = format == WeightFormat::kF32   ? FloatDType::kF32
+                               : format == WeightFormat::kF16 ? FloatDType::kF16
+                                                              : FloatDType::kBF16;
+      const int64_t dots_max = float_row_dots_max_m(dtype, avx512);
       const bool rounded = bf16_activations && format == WeightFormat::kBF16;
       const std::string act = rounded ? " on activations rounded to bf16 (no vdpbf16ps on this tier)" : "";
       const std::string load = avx512 && format == WeightFormat::kBF16
                                    ? "each bf16 line used in place as its even and odd elements in f32"
                                    : "weights widened to f32 in registers";
+      if (!decode && m <= dots_max) {
+        return {fmt + (avx512 ? " avx512" : " avx2") + " row dots in chunks",
+                "m <= " + std::to_string(dots_max) + ": the row dots on chunks of at most " +
+                    std::to_string(kDecodeMaxM) + " rows, 16 weight rows at a time read once from memory; " +
+                    load + act};
+      }
       return {fmt + (avx512 ? " avx512" : " avx2") + (decode ? " row dots" : " widened panels"),
               decode ? rows + "; bandwidth-bound, " + load + act
-                     : rows + "; " + (rounded ? "f32" : "exact f32") + " products on a " +
-                           (avx512 ? "12x32" : "6x16") + " register tile" + act};
+                     : "m > " + std::to_string(dots_max) + ": M x N tiles, weights reused from cache; " +
+                           (rounded ? "f32" : "exact f32") + " products on a " + (avx512 ? "12x32" : "6x16") +
+                           " register tile" + act};
     }
     case Kernel::kInt8Avx2:
       return {"int8 avx2 " + std::string(decode ? "gemv" : "tiles"),
@@ -206,9 +217,19 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
                                                : ""),
               Arithmetic::kInt8Dot};
     case Kernel::kBf16DotAvx512:
+      if (!decode && m <= kBf16DotRowDotsMaxM) {
+        return {"bf16 avx512-bf16 row dots in chunks",
+                "m <= " + std::to_string(kBf16DotRowDotsMaxM) + ": the row dots on chunks of at most " +
+                    std::to_string(kDecodeMaxM) +
+                    " rows, 16 weight rows at a time read once from memory; vdpbf16ps with activations "
+                    "rounded to bf16 (bf16_activations)",
+                Arithmetic::kBf16Dot};
+      }
       return {
           std::string("bf16 avx512-bf16 ") + (decode ? "row dots" : "pair panels"),
-          rows +
+          (decode
+               ? rows
+               : "m > " + std::to_string(kBf16DotRowDotsMaxM) + ": M x N tiles, weights reused from cache") +
               "; vdpbf16ps with activations rounded to bf16 (bf16_activations): 2x the products of an f32 "
               "FMA, relative error ~2^-9 per activation",
           Arithmetic::kBf16Dot};
@@ -251,15 +272,14 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
         return {"w4a16 avx2 tiles",
                 "m <= " + std::to_string(kW4A16Avx2TilesMaxM) +
                     ": register tiles of 4 rows over 64 x 64 tasks, weights reused from cache; per group "
-                    "scale * sum(x*q) + min * sum(x) (the f32 panels from " +
-                    std::to_string(kW4A16Avx2TilesMaxM + 1) + " rows)"};
+                    "scale * sum(x*q) + min * sum(x)"};
       }
       if (decode) {
         return {"w4a16" + isa_word + " gemv (widen in registers)",
                 rows + "; per group scale * sum(x*q) + min * sum(x): 4.25 bits read per weight"};
       }
       return {"w4a16" + isa_word + " dequantized panels",
-              "m > " + std::to_string(kDecodeMaxM) +
+              "m > " + std::to_string(kernel == Kernel::kW4A16Avx2 ? kW4A16Avx2TilesMaxM : kDecodeMaxM) +
                   ": a per-row 4-bit GEMV costs m times the unpacking, so weights are dequantized once per "
                   "tile and reused by every row (f32 micro-kernel)"};
     }

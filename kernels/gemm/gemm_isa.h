@@ -18,6 +18,11 @@ constexpr int64_t kDecodeMaxM = 4;
 // tiles 1.7x at 8 rows, 1.3x at 16, 1.1x at 64, about even at 128 (bench/RESULTS.md, session 28).
 constexpr int64_t kW4A16Avx2TilesMaxM = 64;
 
+// bf16 weights on vdpbf16ps (gemm_bf16dot_avx512) keep their row dots, in chunks of at most 4 rows, up to
+// this many rows, above the pair panels: 1.8-2.1x at 8 rows, 1.4-1.7x at 16, 1.06-1.27x at 32, 0.9-1.07x at
+// 48 (the same measurement as float_row_dots_max_m).
+constexpr int64_t kBf16DotRowDotsMaxM = 32;
+
 using GemmFn = void (*)(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                         ThreadPool& pool);
 

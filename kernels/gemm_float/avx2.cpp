@@ -1,7 +1,8 @@
 // AVX2 + FMA body of gemm_float. Two shapes of work:
 //  - few rows (decode): each weight row is streamed once and each of its vectors dotted with every x row
 //    from its register; this path is bound by memory bandwidth, so it reads the weight in its stored dtype.
-//  - many rows (prefill, batched decode): weight panels are widened to f32 and transposed into a
+//    Small batches (up to float_row_dots_max_m rows) run the same dots on chunks of at most 4 rows.
+//  - many rows (prefill, larger batches): weight panels are widened to f32 and transposed into a
 //    thread-local buffer once per K block, then a 6x16 register-tiled micro-kernel runs over all rows
 //    of the task (panel_avx2.h).
 #include <immintrin.h>
@@ -18,7 +19,7 @@ namespace spark::kernels {
 
 namespace {
 
-constexpr int64_t kSmallM = 4;  // up to this many rows the dot-product path wins
+constexpr int64_t kSmallM = 4;  // the dot products' widest row count; more rows go in chunks
 
 template <FloatDType DT>
 inline __m256 load8(const void* base, int64_t i) {
@@ -158,11 +159,17 @@ struct FloatPacker {
 
 template <FloatDType DT>
 void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
-  if (m <= kSmallM) {
+  if (m <= float_row_dots_max_m(DT, false)) {
     // Blocks of 64 rows: small enough to balance 2..64 threads on the smallest Spark GEMMs.
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      with_rows(m, [&](auto rows) { small_m_rows<DT, rows>(x, w, y, ldy, b, e); });
+      if (m <= kSmallM) {
+        with_rows(m, [&](auto rows) { small_m_rows<DT, rows>(x, w, y, ldy, b, e); });
+      } else {
+        row_dot_chunks(m, b, e, [&](int64_t i0, auto rows, int64_t n0, int64_t n1) {
+          small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1);
+        });
+      }
     });
   } else {
     avx2::panel_gemm(x, m, w.k, w.n, w.k, y, ldy, pool, FloatPacker<DT>{w});

@@ -2,7 +2,8 @@
 //  - few rows (decode): 8 weight rows (one activation row) or 4 are streamed at a time, widened in
 //    registers, and dotted with every activation row while in registers; bound by memory bandwidth. bf16
 //    rows are used in place as their even and odd elements (bf16_split_rows): 1.3-1.6x the bytes per
-//    second of widening them.
+//    second of widening them. Small batches (up to float_row_dots_max_m rows) run the same dots on
+//    chunks of at most 4 rows.
 //  - many rows: panels widened to f32 once per K block, then the 12 x 32 micro-kernel (panel_avx512.h).
 #include <immintrin.h>
 
@@ -173,7 +174,7 @@ struct FloatPacker {
 
 template <FloatDType DT>
 void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
-  if (m > kSmallM) {
+  if (m > float_row_dots_max_m(DT, true)) {
     avx512::panel_gemm(x, m, w.k, w.n, w.k, y, ldy, pool, FloatPacker<DT>{w});
     return;
   }
@@ -183,18 +184,28 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
     const float* xs = split_even_odd(x, m, w.k, k_half);
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      if (m == 1)
+      if (m == 1) {
         bf16_split_rows<1, 8>(xs, k_half, w, y, ldy, b, e);
-      else
+      } else if (m <= kSmallM) {
         with_rows(m, [&](auto rows) { bf16_split_rows<rows>(xs, k_half, w, y, ldy, b, e); });
+      } else {
+        row_dot_chunks(m, b, e, [&](int64_t i0, auto rows, int64_t n0, int64_t n1) {
+          bf16_split_rows<rows>(xs + i0 * 2 * k_half, k_half, w, y + i0 * ldy, ldy, n0, n1);
+        });
+      }
     });
   } else {
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      if (m == 1)
+      if (m == 1) {
         small_m_rows<DT, 1, 8>(x, w, y, ldy, b, e);
-      else
+      } else if (m <= kSmallM) {
         with_rows(m, [&](auto rows) { small_m_rows<DT, rows>(x, w, y, ldy, b, e); });
+      } else {
+        row_dot_chunks(m, b, e, [&](int64_t i0, auto rows, int64_t n0, int64_t n1) {
+          small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1);
+        });
+      }
     });
   }
 }
