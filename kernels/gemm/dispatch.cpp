@@ -268,9 +268,10 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
     case Kernel::kW4A16Avx2:
     case Kernel::kW4A16Avx512: {
       const std::string isa_word = isa >= Isa::kAvx512 ? " avx512" : " avx2";
-      if (!decode && kernel == Kernel::kW4A16Avx2 && m <= kW4A16Avx2TilesMaxM) {
-        return {"w4a16 avx2 tiles",
-                "m <= " + std::to_string(kW4A16Avx2TilesMaxM) +
+      const int64_t tiles_max = w4a16_f32_tiles_max_m(kernel == Kernel::kW4A16Avx512);
+      if (!decode && m <= tiles_max) {
+        return {"w4a16" + isa_word + " tiles",
+                "m <= " + std::to_string(tiles_max) +
                     ": register tiles of 4 rows over 64 x 64 tasks, weights reused from cache; per group "
                     "scale * sum(x*q) + min * sum(x)"};
       }
@@ -279,7 +280,7 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
                 rows + "; per group scale * sum(x*q) + min * sum(x): 4.25 bits read per weight"};
       }
       return {"w4a16" + isa_word + " dequantized panels",
-              "m > " + std::to_string(kernel == Kernel::kW4A16Avx2 ? kW4A16Avx2TilesMaxM : kDecodeMaxM) +
+              "m > " + std::to_string(tiles_max) +
                   ": a per-row 4-bit GEMV costs m times the unpacking, so weights are dequantized once per "
                   "tile and reused by every row (f32 micro-kernel)"};
     }

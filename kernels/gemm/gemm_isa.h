@@ -13,10 +13,13 @@ namespace spark::kernels {
 // every row (decode, the output head, small batches); above, it works on M x N tiles.
 constexpr int64_t kDecodeMaxM = 4;
 
-// W4A16 on AVX2 keeps its register tiles (4 rows at a time over tasks of 64 rows x 4 blocks) up to this
-// many rows, above the dequantized f32 panels: 2 threads, the 1.7B's shapes, weights from memory, the
-// tiles 1.7x at 8 rows, 1.3x at 16, 1.1x at 64, about even at 128 (bench/RESULTS.md, session 28).
-constexpr int64_t kW4A16Avx2TilesMaxM = 64;
+// The f32 W4A16 bodies (AVX2, and AVX-512 without BF16) keep their register tiles (4 rows at a time over
+// tasks of 64 rows x 4 blocks) up to this many rows, above the dequantized f32 panels. 2 threads, the
+// 1.7B's shapes, weights from memory (bench/RESULTS.md, session 28): AVX2 tiles 1.8x at 8 rows, 1.3x at
+// 16, 1.2x at 32, about even at 128; AVX-512 tiles 1.03-1.3x at 8 rows, even at 16, slower from 32.
+constexpr int64_t w4a16_f32_tiles_max_m(bool avx512) {
+  return avx512 ? 8 : 64;
+}
 
 // bf16 weights on vdpbf16ps (gemm_bf16dot_avx512) keep their row dots, in chunks of at most 4 rows, up to
 // this many rows, above the pair panels: 1.8-2.1x at 8 rows, 1.4-1.7x at 16, 1.06-1.27x at 32, 0.9-1.07x at

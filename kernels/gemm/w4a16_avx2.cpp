@@ -1,6 +1,6 @@
 // AVX2 kernels of kW4A16 (w = q · scale + min per group of 128, activations rounded to bf16 and held in
 // f32): per-group Σ x·q in registers on tiles of up to 4 rows for decode and batches up to
-// kW4A16Avx2TilesMaxM rows, dequantized f32 panels (one 16-row block is exactly one panel of panel_avx2.h)
+// w4a16_f32_tiles_max_m rows, dequantized f32 panels (one 16-row block is exactly one panel of panel_avx2.h)
 // for larger prefill.
 #include <immintrin.h>
 
@@ -57,7 +57,7 @@ inline __m256 round_to_bf16(__m256 v) {
 // store-to-load round trip on each FMA chain, half the speed).
 struct W4A16Kernel {
   static constexpr int kDecodeNb = 1;
-  static constexpr int kPrefillMr = 4;  // batches of 5 to kW4A16Avx2TilesMaxM rows
+  static constexpr int kPrefillMr = 4;  // batches up to w4a16_f32_tiles_max_m rows
   static constexpr int kPrefillNb = 1;
 
   template <int MR, int NB>
@@ -173,7 +173,7 @@ void gemm_w4a16_avx2(const float* x, int64_t m, const QuantizedWeight& w, float*
     }
   }
   const float* xp = padded;
-  if (m > kW4A16Avx2TilesMaxM) {
+  if (m > w4a16_f32_tiles_max_m(false)) {
     // Panels are whole 16-row blocks, so n is rounded up to n_pad here; columns past w.n are not stored.
     avx2::panel_gemm(xp, m, w.k_pad, w.n, w.k_pad, y, ldy, pool, W4A16Packer{w});
     return;

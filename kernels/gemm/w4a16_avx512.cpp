@@ -3,7 +3,8 @@
 // in f32.
 //  - decode (m <= kDecodeMaxM): per group, Σ_k x·q is accumulated in f32 with q widened in registers (a
 //    vpermps lookup turns a nibble into its float directly), then y += scale · Σ x·q + min · Σ x: one FMA
-//    per weight and no dequantized copy, so the kernel streams 4.25 bits per weight.
+//    per weight and no dequantized copy, so the kernel streams 4.25 bits per weight. Batches up to
+//    w4a16_f32_tiles_max_m rows run the same tiles 4 rows at a time.
 //  - prefill: the 4-bit weights are dequantized once per task into f32 panels (16 rows of one k are 16
 //    consecutive bytes' nibbles, so this is a vector operation, not a transpose) and the f32 micro-kernel
 //    of panel_avx512.h runs over them, so the cost per activation row is that of an f32 GEMM.
@@ -27,8 +28,8 @@ inline __m512 nibble_table() {
 
 struct W4A16Kernel {
   static constexpr int kDecodeNb = 2;
-  static constexpr int kPrefillMr = 1;  // unused: large m goes through the panel GEMM
-  static constexpr int kPrefillNb = 1;
+  static constexpr int kPrefillMr = 4;  // batches up to w4a16_f32_tiles_max_m rows
+  static constexpr int kPrefillNb = 2;
 
   template <int MR, int NB>
   static void tile(const TileContext& c, int64_t m0, int64_t b0) {
@@ -151,7 +152,7 @@ void gemm_w4a16_avx512(const float* x, int64_t m, const QuantizedWeight& w, floa
                        ThreadPool& pool) {
   // The kernels read whole groups: x is copied with zero columns up to k_pad, rounded to bf16.
   const float* xp = rounded_activations(x, m, w.k, w.k_pad);
-  if (m > kDecodeMaxM) {
+  if (m > w4a16_f32_tiles_max_m(true)) {
     avx512::panel_gemm(xp, m, w.k_pad, w.n, w.k_pad, y, ldy, pool, W4A16Packer{w});
     return;
   }

@@ -106,8 +106,8 @@ INSTANTIATE_TEST_SUITE_P(AllTiers, GemmTierTest,
 
 // Every W4A16 kernel body called directly (the dispatcher picks only one per CPU): AMX-BF16 tiles,
 // vdpbf16ps tiles (AVX512-BF16), the f32 AVX-512 fallback and AVX2, at every decode row count 1..8, prefill
-// tiles with row tails (AVX2: its register tiles up to 64 rows, then panels), K on both sides of group
-// boundaries and N tails inside a 16-row block and a 4-block task.
+// tiles with row tails (the f32 bodies: register tiles up to 64 rows on AVX2 and 8 on AVX-512, then
+// panels), K on both sides of group boundaries and N tails inside a 16-row block and a 4-block task.
 struct W4A16Body {
   const char* name;
   GemmFn fn;
