@@ -16,7 +16,7 @@ constexpr int64_t kDecodeMaxM = 4;
 // The f32 W4A16 bodies (AVX2, and AVX-512 without BF16) keep their register tiles (4 rows at a time over
 // tasks of 64 rows x 4 blocks) up to this many rows, above the dequantized f32 panels. 2 threads, the
 // 1.7B's shapes, weights from memory (bench/RESULTS.md, session 28): AVX2 tiles 1.8x at 8 rows, 1.3x at
-// 16, 1.2x at 32, about even at 128; AVX-512 tiles 1.03-1.3x at 8 rows, even at 16, slower from 32.
+// 16, 1.2x at 32, about even at 128; AVX-512 tiles 1.02-1.35x at 8 rows, even at 16, slower from 32.
 constexpr int64_t w4a16_f32_tiles_max_m(bool avx512) {
   return avx512 ? 8 : 64;
 }
