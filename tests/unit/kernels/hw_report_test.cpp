@@ -3,10 +3,15 @@
 #include <cmath>
 #include <cstdint>
 #include <set>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
+#include "gemm/dispatch.h"
+#include "gemm/gemm_isa.h"
 #include "gemm/path_report.h"
+#include "gemm_float/gemm_float_isa.h"
 #include "kernel_test_util.h"
 #include "roofline/roofline.h"
 #include "roofline/roofline_isa.h"
@@ -36,6 +41,29 @@ TEST(HardwareReport, CoversEveryClassAndFormatAtTheActiveTier) {
 }
 
 // The tiers are ordered: a CPU that supports one supports every lower one.
+// A small batch's path in the report follows the bounds the bodies branch on: the row dots (or W4A16's f32
+// register tiles) up to the bound, the panels one row past it.
+TEST(HardwareReport, SmallBatchesNameTheirPath) {
+  auto kernel = [](WeightFormat f, int64_t m, Isa isa) { return describe_gemm(f, m, isa, false).kernel; };
+  const auto npos = std::string::npos;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (!cpu_supports(isa)) continue;
+    const bool avx512 = isa == Isa::kAvx512;
+    for (auto [format, dtype] : {std::pair{WeightFormat::kBF16, FloatDType::kBF16},
+                                 std::pair{WeightFormat::kF32, FloatDType::kF32}}) {
+      const int64_t bound = float_row_dots_max_m(dtype, avx512);
+      EXPECT_NE(kernel(format, 5, isa).find("row dots in chunks"), npos) << isa_name(isa);
+      EXPECT_NE(kernel(format, bound, isa).find("row dots in chunks"), npos) << isa_name(isa);
+      EXPECT_NE(kernel(format, bound + 1, isa).find("widened panels"), npos) << isa_name(isa);
+    }
+  }
+  if (cpu_supports(Isa::kAvx2)) {
+    const int64_t bound = w4a16_f32_tiles_max_m(false);
+    EXPECT_EQ(kernel(WeightFormat::kW4A16, bound, Isa::kAvx2), "w4a16 avx2 tiles");
+    EXPECT_EQ(kernel(WeightFormat::kW4A16, bound + 1, Isa::kAvx2), "w4a16 avx2 dequantized panels");
+  }
+}
+
 TEST(HardwareReport, TiersAreNested) {
   bool higher = false;
   for (Isa isa : {Isa::kAmx, Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
