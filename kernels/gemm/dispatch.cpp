@@ -176,10 +176,7 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
     case Kernel::kFloatRoundedAvx2:
     case Kernel::kFloatRoundedAvx512: {
       const bool avx512 = isa >= Isa::kAvx512;
-      const FloatDType dtype = format == WeightFormat::kF32   ? FloatDType::kF32
-                               : format == WeightFormat::kF16 ? FloatDType::kF16
-                                                              : FloatDType::kBF16;
-      const int64_t dots_max = float_row_dots_max_m(dtype, avx512);
+      const int64_t dots_max = float_row_dots_max_m(float_dtype_of(format), avx512);
       const bool rounded = bf16_activations && format == WeightFormat::kBF16;
       const std::string act = rounded ? " on activations rounded to bf16 (no vdpbf16ps on this tier)" : "";
       const std::string load = avx512 && format == WeightFormat::kBF16

@@ -12,6 +12,16 @@ namespace spark::kernels {
 
 namespace {
 
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::ostringstream s;
+  s << '[';
+  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << ']';
+  return s.str();
+}
+
+}  // namespace
+
 FloatDType float_dtype_of(WeightFormat f) {
   switch (f) {
     case WeightFormat::kBF16:
@@ -22,16 +32,6 @@ FloatDType float_dtype_of(WeightFormat f) {
       return FloatDType::kF32;
   }
 }
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::ostringstream s;
-  s << '[';
-  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
-  s << ']';
-  return s.str();
-}
-
-}  // namespace
 
 const char* weight_format_name(WeightFormat format) {
   switch (format) {

@@ -87,6 +87,9 @@ struct QuantizedWeight {
   size_t bytes() const;
 };
 
+// The element type of a float format (kF32 for the others).
+FloatDType float_dtype_of(WeightFormat f);
+
 // Non-owning view of a float weight (a checkpoint tensor stays where it is).
 QuantizedWeight float_weight_view(const FloatWeight& src);
 
