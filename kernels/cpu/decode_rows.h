@@ -62,12 +62,17 @@ inline void with_rows(int64_t m, Body&& body) {
   }
 }
 
-// Row dots for a small batch (more than 4 activation rows): over a task's weight rows [n_begin, n_end) in
-// runs of 16, and within a run every chunk of at most 4 activation rows (near-equal chunks, 6 rows: 3 + 3),
-// so each run comes from memory once and from cache for the other chunks. body(i0, rows, n0, n1) with rows
-// an integral_constant: activation rows [i0, i0 + rows) against weight rows [n0, n1).
+// Row dots for m activation rows over a task's weight rows [n_begin, n_end): body(i0, rows, n0, n1), rows
+// an integral_constant, computes activation rows [i0, i0 + rows) against weight rows [n0, n1). Up to 4 rows
+// (decode) that is one call over the whole range. A small batch goes in chunks of at most 4 rows
+// (near-equal: 6 rows are 3 + 3) over runs of 16 weight rows, every chunk per run, so each run comes from
+// memory once and from cache for the other chunks.
 template <class Body>
 inline void row_dot_chunks(int64_t m, int64_t n_begin, int64_t n_end, Body&& body) {
+  if (m <= 4) {
+    with_rows(m, [&](auto r) { body(int64_t{0}, r, n_begin, n_end); });
+    return;
+  }
   constexpr int64_t kRun = 16;
   const int64_t chunks = (m + 3) / 4;
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kRun) {

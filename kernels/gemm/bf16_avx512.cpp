@@ -160,8 +160,6 @@ void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& qw, f
         small_m_rows<1, 8>(xb, ldx, w, y, ldy, b, e);
       } else if (m == 2) {
         small_m_rows<2, 8>(xb, ldx, w, y, ldy, b, e);
-      } else if (m <= kDecodeMaxM) {
-        with_rows(m, [&](auto rows) { small_m_rows<rows>(xb, ldx, w, y, ldy, b, e); });
       } else {
         row_dot_chunks(m, b, e, [&](int64_t i0, auto rows, int64_t n0, int64_t n1) {
           small_m_rows<rows>(xb + i0 * ldx, ldx, w, y + i0 * ldy, ldy, n0, n1);

@@ -19,8 +19,6 @@ namespace spark::kernels {
 
 namespace {
 
-constexpr int64_t kSmallM = 4;  // the dot products' widest row count; more rows go in chunks
-
 template <FloatDType DT>
 inline __m256 load8(const void* base, int64_t i) {
   if constexpr (DT == FloatDType::kF32) {
@@ -57,7 +55,7 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
-// Dot products of M (<= kSmallM) x rows with R weight rows per pass: each weight vector is loaded once
+// Dot products of M (<= 4) x rows with R weight rows per pass: each weight vector is loaded once
 // and used for every x row from its register (the M x R accumulators take at most 8 of the 16
 // registers). The R rows are R streams, each asking for its lines ahead (prefetch_row_ahead).
 template <FloatDType DT, int M>
@@ -163,13 +161,9 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
     // Blocks of 64 rows: small enough to balance 2..64 threads on the smallest Spark GEMMs.
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      if (m <= kSmallM) {
-        with_rows(m, [&](auto rows) { small_m_rows<DT, rows>(x, w, y, ldy, b, e); });
-      } else {
-        row_dot_chunks(m, b, e, [&](int64_t i0, auto rows, int64_t n0, int64_t n1) {
-          small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1);
-        });
-      }
+      row_dot_chunks(m, b, e, [&](int64_t i0, auto rows, int64_t n0, int64_t n1) {
+        small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1);
+      });
     });
   } else {
     avx2::panel_gemm(x, m, w.k, w.n, w.k, y, ldy, pool, FloatPacker<DT>{w});

@@ -20,8 +20,6 @@ namespace spark::kernels {
 
 namespace {
 
-constexpr int64_t kSmallM = 4;
-
 template <FloatDType DT>
 inline __m512 load16(const void* base, int64_t i, __mmask16 mask) {
   if constexpr (DT == FloatDType::kF32) {
@@ -186,8 +184,6 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
       if (m == 1) {
         bf16_split_rows<1, 8>(xs, k_half, w, y, ldy, b, e);
-      } else if (m <= kSmallM) {
-        with_rows(m, [&](auto rows) { bf16_split_rows<rows>(xs, k_half, w, y, ldy, b, e); });
       } else {
         row_dot_chunks(m, b, e, [&](int64_t i0, auto rows, int64_t n0, int64_t n1) {
           bf16_split_rows<rows>(xs + i0 * 2 * k_half, k_half, w, y + i0 * ldy, ldy, n0, n1);
@@ -199,8 +195,6 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
       if (m == 1) {
         small_m_rows<DT, 1, 8>(x, w, y, ldy, b, e);
-      } else if (m <= kSmallM) {
-        with_rows(m, [&](auto rows) { small_m_rows<DT, rows>(x, w, y, ldy, b, e); });
       } else {
         row_dot_chunks(m, b, e, [&](int64_t i0, auto rows, int64_t n0, int64_t n1) {
           small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1);
