@@ -1007,7 +1007,28 @@ class SchemaCompiler {
       if (lo) m_hi = magnitude_of(*lo);
       options.push_back(b_.seq({b_.byte('-'), magnitude(m_lo, m_hi)}));
     }
-    return b_.alt(std::move(options));
+    return product_dfa(b_, {{b_.alt(std::move(options)), true}, {double_exact_decimals(), true}},
+                       [&](const std::vector<bool>&) { return b_.empty(); });
+  }
+
+  // The decimals a client reads back as doubles in the same order against the bounds, which are doubles
+  // written in their shortest form (nlohmann's dump). The digit comparison above is exact on decimals, but
+  // 0.10000000000000000000000000030852 is the double 0.1, so a validator refuses it for exclusiveMinimum 0.1
+  // (found by the grammar_bytes campaign). A decimal of at most 15 significant digits (DBL_DIG) reads back as
+  // itself, so it never reads as the same double as a different such decimal, nor as a bound of 16 or 17
+  // digits (that bound would have a shorter form), and reading is monotonic. So: integers as they are (exact
+  // doubles up to 2^53, and the bounds are within 9e15); with a fraction, 15 significant digits at most,
+  // the first of them within 305 places of the point (1e-305 and up are normal doubles, not zero).
+  ExprId double_exact_decimals() {
+    ExprId digit = b_.bytes({{'0', '9'}});
+    std::vector<ExprId> forms = {
+        b_.repeat(digit, 1, kUnbounded),
+        b_.seq({b_.byte('0'), b_.byte('.'), b_.repeat(b_.byte('0'), 0, 290), b_.repeat(digit, 1, 15)})};
+    for (int int_digits = 1; int_digits < 15; ++int_digits) {
+      forms.push_back(b_.seq({b_.bytes({{'1', '9'}}), b_.repeat(digit, int_digits - 1, int_digits - 1),
+                              b_.byte('.'), b_.repeat(digit, 1, 15 - int_digits)}));
+    }
+    return b_.seq({b_.optional(b_.byte('-')), b_.alt(std::move(forms))});
   }
 
   // Fraction digits F (after the point) with 0.F >= 0.D (> when strict), from digit i of D on.

@@ -8,7 +8,8 @@
 // minLength / maxLength / pattern / format (date-time, date, time, email, uuid, uri, ipv4, ipv6, hostname;
 // other formats are annotations; several of them on one string are intersected), integer and number
 // bounds (decimal, inclusive and exclusive, draft 4 and later forms; a side without a bound stops at 16
-// digits, what clients parsing numbers as doubles hold). Properties come in the
+// digits, what clients parsing numbers as doubles hold; a bounded number with a fraction has at most 15
+// significant digits, so that as a double too it lies within the bounds). Properties come in the
 // schema's order, optional ones may be skipped, additional ones come after the declared ones. Whitespace
 // goes where JSON allows it, in runs of a bounded length.
 //

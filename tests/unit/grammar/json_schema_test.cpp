@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "grammar/json_schema.h"
+#include "grammar/json_validate.h"
 #include "grammar/matcher.h"
 #include "spark/error.h"
 
@@ -268,6 +269,32 @@ TEST(JsonSchemaGrammar, NumberBounds) {
         {{"-1.5", "-1", "-0.25", "-0.3"}, {"-1.51", "-0.2", "0", "-2"}});
   check(R"({"type": "number", "minimum": 0.001})", {{"0.001", "5"}, {"0.0009", "0", "-1"}});
   check(R"({"type": "number", "maximum": 1e-2})", {{"0.01", "0", "-3.5"}, {"0.011", "1"}});
+}
+
+// Clients read numbers as doubles: a decimal just past an exclusive bound may read as the bound itself
+// (0.1 + 3e-28 is the double 0.1) and a tiny one as zero, and their validators refuse it. Bounded numbers
+// with a fraction keep to 15 significant digits (grammar_bytes campaign, bug 19); integers are exact.
+TEST(JsonSchemaGrammar, BoundedNumbersReadBackAsDoublesWithinTheBounds) {
+  const std::string past_01 = "0.10000000000000000000000000030852";
+  check(R"({"type": "number", "exclusiveMinimum": 0.1, "exclusiveMaximum": 0.3})",
+        {{"0.100000000000001", "0.299999999999999", "0.2"},
+         {past_01, "0.1000000000000001", "0.29999999999999999"}});
+  check(R"({"type": "number", "exclusiveMinimum": 0})",
+        {{"0.000000000000001", "0." + std::string(290, '0') + "123456789012345",
+          "0." + std::string(304, '0') + "1", "12345678901234.5", "12345678901234567"},
+         {"0." + std::string(305, '0') + "1", "0." + std::string(330, '0') + "1", "123456789012345.5",
+          "12345678901234.56", "0.1234567890123456"}});
+  check(R"({"type": "number", "minimum": -1, "maximum": -0.5})",
+        {{"-0.99999999999999", "-0.5", "-1"}, {"-0.5000000000000000000001", "-0.9999999999999999999"}});
+  // A bound in 17 digits (0.1 + 0.2 as a double): nothing of 15 digits or fewer reads as it.
+  check(R"({"type": "number", "exclusiveMaximum": 0.30000000000000004, "minimum": 0})",
+        {{"0.3", "0.300000000000000"}, {"0.30000000000000004", "0.30000000000000003"}});
+  // The cap reaches the double itself, so every accepted sample here is valid to the JSON Schema validator.
+  const auto range = nlohmann::ordered_json::parse(R"({"exclusiveMinimum": 0.1, "exclusiveMaximum": 0.3})");
+  for (const std::string& text : {std::string("0.100000000000001"), std::string("0.299999999999999")}) {
+    EXPECT_TRUE(spark::grammar::json_valid(nlohmann::ordered_json::parse(text), range, range)) << text;
+  }
+  EXPECT_FALSE(spark::grammar::json_valid(nlohmann::ordered_json::parse(past_01), range, range));
 }
 
 TEST(JsonSchemaGrammar, PatternProperties) {
