@@ -168,6 +168,12 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
                    ": every weight is read once and reused from registers for all rows"
              : "m > " + std::to_string(kDecodeMaxM) + ": M x N tiles, weights reused from cache";
   const Kernel kernel = select_kernel(format, m, isa, bf16_activations);
+  const std::string panels =
+      !decode && m <= kPanelPrefetchMaxM
+          ? "; m <= " + std::to_string(kPanelPrefetchMaxM) +
+                ": the row tiles run on one panel of 32 weight rows at a time and ask for the next panel's "
+                "lines as they go"
+          : "";
   switch (kernel) {
     case Kernel::kScalar:
       return {fmt + " scalar reference", "no AVX2+FMA+F16C on this CPU (or SPARK_FORCE_ISA=scalar)"};
@@ -200,7 +206,7 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
               Arithmetic::kInt8Dot};
     case Kernel::kInt8Avx512:
       return {"int8 avx512-vnni " + std::string(decode ? "gemv" : "tiles"),
-              rows + "; vpdpbusd on (x + 128) x w, exact after subtracting 128 x stored row sums",
+              rows + "; vpdpbusd on (x + 128) x w, exact after subtracting 128 x stored row sums" + panels,
               Arithmetic::kInt8Dot};
     case Kernel::kW4A8Avx2:
       return {"w4a8 avx2 " + std::string(decode ? "gemv" : "tiles"),
@@ -211,7 +217,8 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
               rows + "; nibbles unpacked in registers into vpdpbusd, zero point via activation group sums" +
                   (isa >= Isa::kAmx && !decode ? " (AMX from " + std::to_string(kW4A8AmxMinRows) +
                                                      " rows: below, unpacking for the tiles costs more)"
-                                               : ""),
+                                               : "") +
+                  panels,
               Arithmetic::kInt8Dot};
     case Kernel::kBf16DotAvx512:
       if (!decode && m <= kBf16DotRowDotsMaxM) {
@@ -260,7 +267,7 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
               rows + "; nibbles turned into bf16 in registers (one vpermb per 64-byte line, shifts, " +
                   "vpternlogd), vdpbf16ps on " +
                   "bf16 activations, per group 16 scale * sum(x*(1+q/16)) + (min - 16 scale) * sum(x)" +
-                  (decode ? "" : "; 8x32 tiles unpack each line once per 8 rows"),
+                  (decode ? "" : "; 8x32 tiles unpack each line once per 8 rows") + panels,
               Arithmetic::kBf16Dot};
     case Kernel::kW4A16Avx2:
     case Kernel::kW4A16Avx512: {

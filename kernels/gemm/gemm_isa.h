@@ -21,6 +21,12 @@ constexpr int64_t w4a16_f32_tiles_max_m(bool avx512) {
   return avx512 ? 8 : 64;
 }
 
+// The AVX-512 int8, W4A8 and W4A16 (BF16) tiles run a batch of up to this many rows (one task's rows)
+// panel by panel, asking for the next panel's weights while the row tiles use the current one from cache
+// (run_small_batch_tiles, gemm/tile_driver.h). 2 threads, the 1.7B's shapes, weights from memory
+// (bench/RESULTS.md, session 29): 1.1-1.9x at 5-16 rows, 1.0-1.4x at 32, about even at 64.
+constexpr int64_t kPanelPrefetchMaxM = 32;
+
 // bf16 weights on vdpbf16ps (gemm_bf16dot_avx512) keep their row dots, in chunks of at most 4 rows, up to
 // this many rows, above the pair panels: 1.8-2.1x at 8 rows, 1.4-1.7x at 16, 1.06-1.27x at 32, 0.9-1.07x at
 // 48 (the same measurement as float_row_dots_max_m).

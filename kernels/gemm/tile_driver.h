@@ -8,6 +8,8 @@
 // Included by per-ISA translation units; everything here has internal linkage.
 #pragma once
 
+#include <xmmintrin.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -20,6 +22,15 @@
 namespace spark::kernels {
 namespace {
 
+// The weight panel a small batch's tiles read next: its bytes, asked for `lines` 64-byte lines per K
+// step (one weight line of each block) by the tiles of the current panel, which read theirs from cache
+// after the first tile. See run_tiles.
+struct PanelPrefetch {
+  const char* next;
+  const char* end;
+  int lines;
+};
+
 struct TileContext {
   const QuantizedWeight& w;
   const QuantizedActivations* a;  // integer formats
@@ -28,7 +39,13 @@ struct TileContext {
   const float* x_group_sums;  // W4A16: [m][groups] Σ x over each group
   float* y;
   int64_t ldy;
+  PanelPrefetch* prefetch;  // set by run_tiles for small batches; tiles that take it ask for these lines
 };
+
+// What a tile asks for at each K step of its panel: the next lines of the coming panel, into L2.
+inline void prefetch_panel_step(const char*& next, const char* end, int lines) {
+  for (int j = 0; j < lines && next < end; ++j, next += 64) _mm_prefetch(next, _MM_HINT_T1);
+}
 
 // Computes activation rows [m0, m0 + MR) x weight blocks [b0, b0 + NB).
 using TileFn = void (*)(const TileContext& c, int64_t m0, int64_t b0);
@@ -64,6 +81,42 @@ constexpr int64_t decode_blocks(int64_t m) {
   }
 }
 
+// A small batch (5 to kPanelPrefetchMaxM rows, many sequences decoding at once) on a kernel whose tiles take
+// a PanelPrefetch: every weight comes from memory once and is used by a few row tiles only, so the first tile
+// of each panel (kPrefillNb blocks) waited on memory while the rest ran from cache, and the two did not
+// overlap (int8 and W4A8 at 16 rows: 38-50% of the dot-product peak against 56-75% at 512; bench/RESULTS.md,
+// session 29). Here all row tiles run on one panel before the next, and meanwhile ask for the next panel's
+// lines, up to Kernel::kPanelPrefetchLines per K step, so the memory reads are spread over the compute. Tasks
+// of 16 blocks: one cold panel in 8.
+template <class Kernel>
+void run_small_batch_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
+  constexpr int64_t kTaskBlocks = 16;
+  const int64_t n_blocks = c.w.n_pad / kBlockRows;
+  const auto block_bytes = static_cast<int64_t>(layout::qweight_bytes(c.w.format, kBlockRows, c.w.k_pad));
+  const auto* weights = static_cast<const char*>(c.w.qweight);
+  const int64_t tiles = (m + Kernel::kPrefillMr - 1) / Kernel::kPrefillMr;
+  const int64_t tile_rows = (m + tiles - 1) / tiles;
+  // A panel holds one 64-byte line per block per K step of a tile; its tiles share the next one's lines.
+  const int lines = static_cast<int>(
+      std::min<int64_t>(Kernel::kPanelPrefetchLines, (Kernel::kPrefillNb + tiles - 1) / tiles));
+  const int64_t tasks = (n_blocks + kTaskBlocks - 1) / kTaskBlocks;
+  pool.run(static_cast<size_t>(tasks), [&](size_t task) {
+    const int64_t b_begin = static_cast<int64_t>(task) * kTaskBlocks;
+    const int64_t b_end = std::min(n_blocks, b_begin + kTaskBlocks);
+    PanelPrefetch pf{};
+    TileContext tc = c;
+    tc.prefetch = &pf;
+    for (int64_t b = b_begin; b < b_end; b += Kernel::kPrefillNb) {
+      const int64_t nb = std::min<int64_t>(Kernel::kPrefillNb, b_end - b);
+      const int64_t next = b + nb, next_end = std::min(b_end, next + Kernel::kPrefillNb);
+      pf = PanelPrefetch{weights + next * block_bytes, weights + next_end * block_bytes, lines};
+      for (int64_t m0 = 0; m0 < m; m0 += tile_rows) {
+        TileTables<Kernel>::prefill[nb - 1][std::min(tile_rows, m - m0) - 1](tc, m0, b);
+      }
+    }
+  });
+}
+
 template <class Kernel>
 void run_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
   const int64_t n_blocks = c.w.n_pad / kBlockRows;
@@ -96,6 +149,10 @@ void run_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
     return;
   }
   constexpr int64_t kTaskBlocks = 4, kTaskRows = 64;
+  if constexpr (requires { Kernel::kPanelPrefetchLines; }) {
+    static_assert(kPanelPrefetchMaxM <= kTaskRows);
+    if (m <= kPanelPrefetchMaxM) return run_small_batch_tiles<Kernel>(c, m, pool);
+  }
   const int64_t tasks_n = (n_blocks + kTaskBlocks - 1) / kTaskBlocks;
   const int64_t tasks_m = (m + kTaskRows - 1) / kTaskRows;
   pool.run(static_cast<size_t>(tasks_n * tasks_m), [&](size_t task) {

@@ -69,6 +69,7 @@ struct W4A16Bf16Kernel {
   static constexpr int kDecodeNb = 4;
   static constexpr int kPrefillMr = 8;
   static constexpr int kPrefillNb = 2;
+  static constexpr int kPanelPrefetchLines = 2;
 
   // c.x points at the bf16 pairs (uint32 per pair, c.ldx pairs per row), c.x_group_sums at Σ x per group.
   template <int MR, int NB>
@@ -85,6 +86,7 @@ struct W4A16Bf16Kernel {
     const Unpacker u;
     // Outputs live in memory between groups: with MR x NB x C accumulators, the register file is full.
     alignas(64) float out[MR][NB][kBlockRows] = {};
+    PanelPrefetch pf = c.prefetch ? *c.prefetch : PanelPrefetch{nullptr, nullptr, 0};
     for (int64_t g = 0; g < groups; ++g) {
       __m512 acc[MR][NB][C];
       SPARK_UNROLL
@@ -97,6 +99,7 @@ struct W4A16Bf16Kernel {
       }
       if constexpr (MR <= kDecodeMaxM) prefetch_next_group<NB>(params, groups, 2 * kBlockRows, g);
       for (int64_t l = g * kLinesPerGroup; l < (g + 1) * kLinesPerGroup; ++l) {
+        prefetch_panel_step(pf.next, pf.end, pf.lines);
         SPARK_UNROLL
         for (int b = 0; b < NB; ++b) {
           // Decode streams each block once: the unpacking between loads otherwise leaves too few
@@ -133,6 +136,7 @@ struct W4A16Bf16Kernel {
         }
       }
     }
+    if (c.prefetch) c.prefetch->next = pf.next;
     SPARK_UNROLL
     for (int b = 0; b < NB; ++b) {
       const int64_t n0 = (b0 + b) * kBlockRows;
@@ -183,8 +187,8 @@ void gemm_w4a16_bf16_avx512(const float* x, int64_t m, const QuantizedWeight& w,
       prepare_rows(x, w.k, w.k_pad, groups, xb, xsum, static_cast<int64_t>(begin), static_cast<int64_t>(end));
     });
   }
-  run_tiles<W4A16Bf16Kernel>(TileContext{w, nullptr, reinterpret_cast<const float*>(xb), ldxb, xsum, y, ldy},
-                             m, pool);
+  run_tiles<W4A16Bf16Kernel>(
+      TileContext{w, nullptr, reinterpret_cast<const float*>(xb), ldxb, xsum, y, ldy, nullptr}, m, pool);
 }
 
 }  // namespace spark::kernels

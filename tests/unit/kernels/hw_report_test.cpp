@@ -62,6 +62,16 @@ TEST(HardwareReport, SmallBatchesNameTheirPath) {
     EXPECT_EQ(kernel(WeightFormat::kW4A16, bound, Isa::kAvx2), "w4a16 avx2 tiles");
     EXPECT_EQ(kernel(WeightFormat::kW4A16, bound + 1, Isa::kAvx2), "w4a16 avx2 dequantized panels");
   }
+  // The AVX-512 integer tiles name the panel-by-panel order of a small batch up to its bound.
+  if (cpu_supports(Isa::kAvx512)) {
+    auto why = [](WeightFormat f, int64_t m) { return describe_gemm(f, m, Isa::kAvx512, false).reason; };
+    for (WeightFormat f : {WeightFormat::kInt8, WeightFormat::kW4A8}) {
+      EXPECT_EQ(why(f, kDecodeMaxM).find("next panel"), npos) << weight_format_name(f);
+      EXPECT_NE(why(f, kDecodeMaxM + 1).find("next panel"), npos) << weight_format_name(f);
+      EXPECT_NE(why(f, kPanelPrefetchMaxM).find("next panel"), npos) << weight_format_name(f);
+      EXPECT_EQ(why(f, kPanelPrefetchMaxM + 1).find("next panel"), npos) << weight_format_name(f);
+    }
+  }
 }
 
 TEST(HardwareReport, TiersAreNested) {

@@ -45,7 +45,7 @@ struct Shape {
 // of 2 blocks whose last block has 5 rows.
 const std::vector<Shape> kShapes = {{1, 1},    {5, 64},   {16, 128},  {17, 200},
                                     {33, 129}, {70, 300}, {130, 520}, {917, 72}};
-const std::vector<int64_t> kRows = {1, 2, 3, 7, 16, 33, 128, 511};
+const std::vector<int64_t> kRows = {1, 2, 3, 7, 16, 33, 64, 128, 511};
 
 class GemmTierTest : public ::testing::TestWithParam<std::tuple<Isa, WeightFormat>> {};
 
