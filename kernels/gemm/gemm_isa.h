@@ -24,7 +24,8 @@ constexpr int64_t w4a16_f32_tiles_max_m(bool avx512) {
 // The AVX-512 int8, W4A8 and W4A16 (BF16) tiles run a batch of up to this many rows (one task's rows)
 // panel by panel, asking for the next panel's weights while the row tiles use the current one from cache
 // (run_small_batch_tiles, gemm/tile_driver.h). 2 threads, the 1.7B's shapes, weights from memory
-// (bench/RESULTS.md, session 29): 1.1-1.9x at 5-16 rows, 1.0-1.4x at 32, about even at 64.
+// (bench/RESULTS.md, session 29): W4A8 and W4A16 1.0-1.9x at 5-16 rows, int8 0.8-1.6x (0.8-1.0 on the
+// 2048x6656 shape at 5-8 rows, 0.9-1.3 on the others); all 1.0-1.4x at 32; W4A8 and W4A16 about even at 64.
 constexpr int64_t kPanelPrefetchMaxM = 32;
 
 // bf16 weights on vdpbf16ps (gemm_bf16dot_avx512) keep their row dots, in chunks of at most 4 rows, up to
