@@ -24,7 +24,7 @@ namespace {
 
 // The weight panel a small batch's tiles read next: its bytes, asked for `lines` 64-byte lines per K
 // step (one weight line of each block) by the tiles of the current panel, which read theirs from cache
-// after the first tile. See run_tiles.
+// after the first tile. See run_small_batch_tiles.
 struct PanelPrefetch {
   const char* next;
   const char* end;
@@ -39,7 +39,7 @@ struct TileContext {
   const float* x_group_sums;  // W4A16: [m][groups] Σ x over each group
   float* y;
   int64_t ldy;
-  PanelPrefetch* prefetch;  // set by run_tiles for small batches; tiles that take it ask for these lines
+  PanelPrefetch* prefetch;  // set by run_small_batch_tiles; the tiles that take it ask for these lines
 };
 
 // What a tile asks for at each K step of its panel: the next lines of the coming panel, into L2.
