@@ -62,6 +62,19 @@ inline void with_rows(int64_t m, Body&& body) {
   }
 }
 
+// The weights a small batch reads next, asked for `lines` 64-byte lines per K step (into L2) while the
+// current ones are used from cache, so memory reads overlap the arithmetic: the blocked tiles take one from
+// run_small_batch_tiles (gemm/tile_driver.h). Empty by default.
+struct PanelPrefetch {
+  const char* next = nullptr;
+  const char* end = nullptr;
+  int lines = 0;
+};
+
+inline void prefetch_panel_step(const char*& next, const char* end, int lines) {
+  for (int j = 0; j < lines && next < end; ++j, next += 64) _mm_prefetch(next, _MM_HINT_T1);
+}
+
 // Row dots for m activation rows over a task's weight rows [n_begin, n_end): body(i0, rows, n0, n1), rows
 // an integral_constant, computes activation rows [i0, i0 + rows) against weight rows [n0, n1). Up to 4 rows
 // (decode) that is one call over the whole range. A small batch goes in chunks of at most 4 rows

@@ -246,14 +246,14 @@ void gemm_int8_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* 
                     ThreadPool& pool) {
   const QuantizedActivations a =
       quantize_activations(x, m, w.k, w.k_pad, 0, /*offset128=*/false, &pool, 1, quantize_row_avx2);
-  run_tiles<Int8Kernel>(TileContext{w, &a, x, w.k, nullptr, y, ldy, nullptr}, m, pool);
+  run_tiles<Int8Kernel>(TileContext{w, &a, x, w.k, nullptr, y, ldy, {}}, m, pool);
 }
 
 void gemm_w4a8_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                     ThreadPool& pool) {
   const QuantizedActivations a =
       quantize_activations(x, m, w.k, w.k_pad, w.groups(), /*offset128=*/false, &pool, 1, quantize_row_avx2);
-  run_tiles<W4A8Kernel>(TileContext{w, &a, x, w.k, nullptr, y, ldy, nullptr}, m, pool);
+  run_tiles<W4A8Kernel>(TileContext{w, &a, x, w.k, nullptr, y, ldy, {}}, m, pool);
 }
 
 }  // namespace spark::kernels

@@ -54,7 +54,7 @@ struct Int8Kernel {
       SPARK_UNROLL
       for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_setzero_si512();
     }
-    PanelPrefetch pf = c.prefetch ? *c.prefetch : PanelPrefetch{nullptr, nullptr, 0};
+    PanelPrefetch pf = c.prefetch;
     for (int64_t kq = 0; kq < w.k_pad / 4; ++kq) {
       prefetch_panel_step(pf.next, pf.end, pf.lines);
       __m512i wv[NB];
@@ -71,7 +71,6 @@ struct Int8Kernel {
         for (int b = 0; b < NB; ++b) acc[i][b] = dpbusd(acc[i][b], xv, wv[b]);
       }
     }
-    if (c.prefetch) c.prefetch->next = pf.next;
     const auto* scales = static_cast<const float*>(w.scales);
     SPARK_UNROLL
     for (int b = 0; b < NB; ++b) {
@@ -118,7 +117,7 @@ struct W4A8Kernel {
     const int32_t* zbias = c.a->group_sums + m0 * groups;  // -8 · Σ_group q (see gemm_w4a8_avx512)
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     alignas(64) float out[MR][NB][kBlockRows] = {};
-    PanelPrefetch pf = c.prefetch ? *c.prefetch : PanelPrefetch{nullptr, nullptr, 0};
+    PanelPrefetch pf = c.prefetch;
     for (int64_t g = 0; g < groups; ++g) {
       __m512i acc[MR][NB];
       SPARK_UNROLL
@@ -163,7 +162,6 @@ struct W4A8Kernel {
         }
       }
     }
-    if (c.prefetch) c.prefetch->next = pf.next;
     SPARK_UNROLL
     for (int b = 0; b < NB; ++b) {
       const int64_t n0 = (b0 + b) * kBlockRows;
@@ -214,7 +212,7 @@ void gemm_int8_avx512(const float* x, int64_t m, const QuantizedWeight& w, float
                       ThreadPool& pool) {
   const QuantizedActivations a =
       quantize_activations(x, m, w.k, w.k_pad, 0, /*offset128=*/true, &pool, 1, quantize_row_avx512);
-  run_tiles<Int8Kernel>(TileContext{w, &a, x, w.k, nullptr, y, ldy, nullptr}, m, pool);
+  run_tiles<Int8Kernel>(TileContext{w, &a, x, w.k, nullptr, y, ldy, {}}, m, pool);
 }
 
 void gemm_w4a8_avx512(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
@@ -224,7 +222,7 @@ void gemm_w4a8_avx512(const float* x, int64_t m, const QuantizedWeight& w, float
       quantize_activations(x, m, w.k, w.k_pad, groups, /*offset128=*/false, &pool, 1, quantize_row_avx512);
   // The tiles start each group's sums at the zero point's share, -8 · Σ_group q (this call's scratch).
   for (int64_t i = 0; i < m * groups; ++i) a.group_sums[i] *= -8;
-  run_tiles<W4A8Kernel>(TileContext{w, &a, x, w.k, nullptr, y, ldy, nullptr}, m, pool);
+  run_tiles<W4A8Kernel>(TileContext{w, &a, x, w.k, nullptr, y, ldy, {}}, m, pool);
 }
 
 }  // namespace spark::kernels

@@ -8,8 +8,6 @@
 // Included by per-ISA translation units; everything here has internal linkage.
 #pragma once
 
-#include <xmmintrin.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -22,15 +20,6 @@
 namespace spark::kernels {
 namespace {
 
-// The weight panel a small batch's tiles read next: its bytes, asked for `lines` 64-byte lines per K
-// step (one weight line of each block) by the tiles of the current panel, which read theirs from cache
-// after the first tile. See run_small_batch_tiles.
-struct PanelPrefetch {
-  const char* next;
-  const char* end;
-  int lines;
-};
-
 struct TileContext {
   const QuantizedWeight& w;
   const QuantizedActivations* a;  // integer formats
@@ -39,13 +28,8 @@ struct TileContext {
   const float* x_group_sums;  // W4A16: [m][groups] Σ x over each group
   float* y;
   int64_t ldy;
-  PanelPrefetch* prefetch;  // set by run_small_batch_tiles; the tiles that take it ask for these lines
+  PanelPrefetch prefetch;  // set by run_small_batch_tiles; the tiles that take it ask for these lines
 };
-
-// What a tile asks for at each K step of its panel: the next lines of the coming panel, into L2.
-inline void prefetch_panel_step(const char*& next, const char* end, int lines) {
-  for (int j = 0; j < lines && next < end; ++j, next += 64) _mm_prefetch(next, _MM_HINT_T1);
-}
 
 // Computes activation rows [m0, m0 + MR) x weight blocks [b0, b0 + NB).
 using TileFn = void (*)(const TileContext& c, int64_t m0, int64_t b0);
@@ -96,21 +80,23 @@ void run_small_batch_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
   const auto* weights = static_cast<const char*>(c.w.qweight);
   const int64_t tiles = (m + Kernel::kPrefillMr - 1) / Kernel::kPrefillMr;
   const int64_t tile_rows = (m + tiles - 1) / tiles;
-  // A panel holds one 64-byte line per block per K step of a tile; its tiles share the next one's lines.
+  // A panel holds one 64-byte line per block per K step of a tile; each row tile asks for its share of the
+  // next panel.
   const int lines = static_cast<int>(
       std::min<int64_t>(Kernel::kPanelPrefetchLines, (Kernel::kPrefillNb + tiles - 1) / tiles));
   const int64_t tasks = (n_blocks + kTaskBlocks - 1) / kTaskBlocks;
   pool.run(static_cast<size_t>(tasks), [&](size_t task) {
     const int64_t b_begin = static_cast<int64_t>(task) * kTaskBlocks;
     const int64_t b_end = std::min(n_blocks, b_begin + kTaskBlocks);
-    PanelPrefetch pf{};
     TileContext tc = c;
-    tc.prefetch = &pf;
     for (int64_t b = b_begin; b < b_end; b += Kernel::kPrefillNb) {
       const int64_t nb = std::min<int64_t>(Kernel::kPrefillNb, b_end - b);
-      const int64_t next = b + nb, next_end = std::min(b_end, next + Kernel::kPrefillNb);
-      pf = PanelPrefetch{weights + next * block_bytes, weights + next_end * block_bytes, lines};
-      for (int64_t m0 = 0; m0 < m; m0 += tile_rows) {
+      const char* next = weights + (b + nb) * block_bytes;
+      const int64_t next_bytes = (std::min(b_end, b + nb + Kernel::kPrefillNb) - (b + nb)) * block_bytes;
+      const int64_t share = (next_bytes / tiles + 63) / 64 * 64;
+      for (int64_t m0 = 0, t = 0; m0 < m; m0 += tile_rows, ++t) {
+        tc.prefetch = PanelPrefetch{next + std::min(next_bytes, t * share),
+                                    next + std::min(next_bytes, (t + 1) * share), lines};
         TileTables<Kernel>::prefill[nb - 1][std::min(tile_rows, m - m0) - 1](tc, m0, b);
       }
     }

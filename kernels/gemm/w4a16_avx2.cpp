@@ -190,7 +190,7 @@ void gemm_w4a16_avx2(const float* x, int64_t m, const QuantizedWeight& w, float*
       xsum[i * groups + g] = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
     }
   }
-  run_tiles<W4A16Kernel>(TileContext{w, nullptr, xp, w.k_pad, xsum, y, ldy, nullptr}, m, pool);
+  run_tiles<W4A16Kernel>(TileContext{w, nullptr, xp, w.k_pad, xsum, y, ldy, {}}, m, pool);
 }
 
 }  // namespace spark::kernels

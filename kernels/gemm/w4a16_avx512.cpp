@@ -166,7 +166,7 @@ void gemm_w4a16_avx512(const float* x, int64_t m, const QuantizedWeight& w, floa
       xsum[i * groups + g] = _mm512_reduce_add_ps(s);
     }
   }
-  run_tiles<W4A16Kernel>(TileContext{w, nullptr, xp, w.k_pad, xsum, y, ldy, nullptr}, m, pool);
+  run_tiles<W4A16Kernel>(TileContext{w, nullptr, xp, w.k_pad, xsum, y, ldy, {}}, m, pool);
 }
 
 }  // namespace spark::kernels

@@ -86,7 +86,7 @@ struct W4A16Bf16Kernel {
     const Unpacker u;
     // Outputs live in memory between groups: with MR x NB x C accumulators, the register file is full.
     alignas(64) float out[MR][NB][kBlockRows] = {};
-    PanelPrefetch pf = c.prefetch ? *c.prefetch : PanelPrefetch{nullptr, nullptr, 0};
+    PanelPrefetch pf = c.prefetch;
     for (int64_t g = 0; g < groups; ++g) {
       __m512 acc[MR][NB][C];
       SPARK_UNROLL
@@ -136,7 +136,6 @@ struct W4A16Bf16Kernel {
         }
       }
     }
-    if (c.prefetch) c.prefetch->next = pf.next;
     SPARK_UNROLL
     for (int b = 0; b < NB; ++b) {
       const int64_t n0 = (b0 + b) * kBlockRows;
@@ -188,7 +187,7 @@ void gemm_w4a16_bf16_avx512(const float* x, int64_t m, const QuantizedWeight& w,
     });
   }
   run_tiles<W4A16Bf16Kernel>(
-      TileContext{w, nullptr, reinterpret_cast<const float*>(xb), ldxb, xsum, y, ldy, nullptr}, m, pool);
+      TileContext{w, nullptr, reinterpret_cast<const float*>(xb), ldxb, xsum, y, ldy, {}}, m, pool);
 }
 
 }  // namespace spark::kernels
