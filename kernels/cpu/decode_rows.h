@@ -63,8 +63,8 @@ inline void with_rows(int64_t m, Body&& body) {
 }
 
 // The weights a small batch reads next, asked for `lines` 64-byte lines per K step (into L2) while the
-// current ones are used from cache, so memory reads overlap the arithmetic: the blocked tiles take one from
-// run_small_batch_tiles (gemm/tile_driver.h). Empty by default.
+// current ones are used from cache, so memory reads overlap the arithmetic: the row-dot chunks take one
+// from row_dot_chunks, the blocked tiles from run_small_batch_tiles (gemm/tile_driver.h). Empty by default.
 struct PanelPrefetch {
   const char* next = nullptr;
   const char* end = nullptr;
@@ -75,24 +75,42 @@ inline void prefetch_panel_step(const char*& next, const char* end, int lines) {
   for (int j = 0; j < lines && next < end; ++j, next += 64) _mm_prefetch(next, _MM_HINT_T1);
 }
 
-// Row dots for m activation rows over a task's weight rows [n_begin, n_end): body(i0, rows, n0, n1), rows
-// an integral_constant, computes activation rows [i0, i0 + rows) against weight rows [n0, n1). Up to 4 rows
-// (decode) that is one call over the whole range. A small batch goes in chunks of at most 4 rows
-// (near-equal: 6 rows are 3 + 3) over runs of 16 weight rows, every chunk per run, so each run comes from
-// memory once and from cache for the other chunks.
+// Up to this many activation rows row_dot_chunks asks for the next run of weight rows (see below).
+constexpr int64_t kRowChunksPrefetchMaxM = 16;
+
+// Row dots for m activation rows over a task's weight rows [n_begin, n_end): body(i0, rows, n0, n1,
+// prefetch), rows an integral_constant, computes activation rows [i0, i0 + rows) against weight rows
+// [n0, n1). Up to 4 rows (decode) that is one call over the whole range. A small batch goes in chunks of at
+// most 4 rows (near-equal: 6 rows are 3 + 3) over runs of 16 weight rows, every chunk per run, so each run
+// comes from memory once and from cache for the other chunks. Given the weights (rows of row_bytes) and at
+// most kRowChunksPrefetchMaxM activation rows, each chunk also gets its share of the next run to ask for
+// (PanelPrefetch), so that run's memory reads overlap the arithmetic instead of stalling the next run's first
+// chunk; a body reads 64 bytes of each of its (up to 4) rows per K step, so ceil(4 / chunks) lines a step
+// cover its share. AVX-512 bf16 rows (f32 products and vdpbf16ps), 2 threads, the 1.7B's shapes, old / new
+// medians of six alternated rounds: 0.97-1.16x at 8 and 16 rows, 0.91-1.11x at 32 (so not past 16); the
+// f32 rows ran 0.83-0.97x with it and take no weights (bench/RESULTS.md, session 30).
 template <class Body>
-inline void row_dot_chunks(int64_t m, int64_t n_begin, int64_t n_end, Body&& body) {
+inline void row_dot_chunks(int64_t m, int64_t n_begin, int64_t n_end, const void* weights, int64_t row_bytes,
+                           Body&& body) {
   if (m <= 4) {
-    with_rows(m, [&](auto r) { body(int64_t{0}, r, n_begin, n_end); });
+    with_rows(m, [&](auto r) { body(int64_t{0}, r, n_begin, n_end, PanelPrefetch{}); });
     return;
   }
   constexpr int64_t kRun = 16;
   const int64_t chunks = (m + 3) / 4;
+  const int lines = static_cast<int>((4 + chunks - 1) / chunks);
+  const auto* base = static_cast<const char*>(weights);
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kRun) {
     const int64_t n1 = std::min(n_end, n0 + kRun);
+    const int64_t next_bytes =
+        weights == nullptr || m > kRowChunksPrefetchMaxM ? 0 : (std::min(n_end, n1 + kRun) - n1) * row_bytes;
+    const int64_t share = (next_bytes / chunks + 63) / 64 * 64;
+    const char* next = base + n1 * row_bytes;
     for (int64_t c = 0, i0 = 0; c < chunks; ++c) {
       const int64_t rows = (m - i0 + chunks - c - 1) / (chunks - c);
-      with_rows(rows, [&](auto r) { body(i0, r, n0, n1); });
+      const PanelPrefetch pf{next + std::min(next_bytes, c * share),
+                             next + std::min(next_bytes, (c + 1) * share), lines};
+      with_rows(rows, [&](auto r) { body(i0, r, n0, n1, pf); });
       i0 += rows;
     }
   }

@@ -4,7 +4,8 @@
 // the error is the rounding of x to bf16 (relative 2^-9 per element), which the tests measure separately
 // from the exact-f32 path.
 //  - decode (m <= kDecodeMaxM): 4 weight rows at a time straight from the checkpoint layout; small batches
-//    (up to kBf16DotRowDotsMaxM rows) the same on chunks of at most 4 rows.
+//    (up to kBf16DotRowDotsMaxM rows) the same on chunks of at most 4 rows, which ask for the next run of
+//    weight rows as they go (row_dot_chunks).
 //  - prefill: panels of 32 rows x 256 k-pairs (16 x 16 blocks of pairs transposed in registers) and a
 //    12 x 32 micro-kernel, through the same driver as the f32 panels.
 #include <immintrin.h>
@@ -109,7 +110,7 @@ struct PairPacker {
 // activation rows, where the M x 8 accumulators still leave registers for the 8 weight lines.
 template <int M, int R = 4>
 void small_m_rows(const uint32_t* xb, int64_t k2, const FloatWeight& w, float* y, int64_t ldy,
-                  int64_t n_begin, int64_t n_end) {
+                  int64_t n_begin, int64_t n_end, PanelPrefetch pf = {}) {
   const auto* base = static_cast<const uint16_t*>(w.data);
   for (int64_t n = n_begin; n < n_end; n += R) {
     const int rows = static_cast<int>(std::min<int64_t>(R, n_end - n));
@@ -126,6 +127,7 @@ void small_m_rows(const uint32_t* xb, int64_t k2, const FloatWeight& w, float* y
       const __mmask32 mask = avx512::lanes_mask32(w.k - kk);
       SPARK_UNROLL
       for (int r = 0; r < R; ++r) prefetch_row_ahead(wr[r], kk * 2, w.k * 2, R);
+      prefetch_panel_step(pf.next, pf.end, pf.lines);
       __m512i wv[R];
       SPARK_UNROLL
       for (int r = 0; r < R; ++r) wv[r] = _mm512_maskz_loadu_epi16(mask, wr[r] + kk);
@@ -161,8 +163,8 @@ void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& qw, f
       } else if (m == 2) {
         small_m_rows<2, 8>(xb, ldx, w, y, ldy, b, e);
       } else {
-        row_dot_chunks(m, b, e, [&](int64_t i0, auto rows, int64_t n0, int64_t n1) {
-          small_m_rows<rows>(xb + i0 * ldx, ldx, w, y + i0 * ldy, ldy, n0, n1);
+        row_dot_chunks(m, b, e, w.data, w.k * 2, [&](int64_t i0, auto rows, int64_t n0, int64_t n1, auto pf) {
+          small_m_rows<rows>(xb + i0 * ldx, ldx, w, y + i0 * ldy, ldy, n0, n1, pf);
         });
       }
     });

@@ -1,5 +1,6 @@
 #include "gemm/dispatch.h"
 
+#include "cpu/decode_rows.h"
 #include "gemm/activations.h"
 #include "gemm_float/gemm_float_isa.h"
 #include "spark/error.h"
@@ -189,10 +190,13 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
                                    ? "each bf16 line used in place as its even and odd elements in f32"
                                    : "weights widened to f32 in registers";
       if (!decode && m <= dots_max) {
+        const std::string next = avx512 && format == WeightFormat::kBF16 && m <= kRowChunksPrefetchMaxM
+                                     ? ", the next 16 asked for as the chunks go"
+                                     : "";
         return {fmt + (avx512 ? " avx512" : " avx2") + " row dots in chunks",
                 "m <= " + std::to_string(dots_max) + ": the row dots on chunks of at most " +
-                    std::to_string(kDecodeMaxM) + " rows, 16 weight rows at a time read once from memory; " +
-                    load + act};
+                    std::to_string(kDecodeMaxM) + " rows, 16 weight rows at a time read once from memory" +
+                    next + "; " + load + act};
       }
       return {fmt + (avx512 ? " avx512" : " avx2") + (decode ? " row dots" : " widened panels"),
               decode ? rows + "; bandwidth-bound, " + load + act
@@ -224,9 +228,9 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
       if (!decode && m <= kBf16DotRowDotsMaxM) {
         return {"bf16 avx512-bf16 row dots in chunks",
                 "m <= " + std::to_string(kBf16DotRowDotsMaxM) + ": the row dots on chunks of at most " +
-                    std::to_string(kDecodeMaxM) +
-                    " rows, 16 weight rows at a time read once from memory; vdpbf16ps with activations "
-                    "rounded to bf16 (bf16_activations)",
+                    std::to_string(kDecodeMaxM) + " rows, 16 weight rows at a time read once from memory" +
+                    (m <= kRowChunksPrefetchMaxM ? ", the next 16 asked for as the chunks go" : "") +
+                    "; vdpbf16ps with activations rounded to bf16 (bf16_activations)",
                 Arithmetic::kBf16Dot};
       }
       return {

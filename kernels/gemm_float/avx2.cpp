@@ -161,7 +161,7 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
     // Blocks of 64 rows: small enough to balance 2..64 threads on the smallest Spark GEMMs.
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      row_dot_chunks(m, b, e, [&](int64_t i0, auto rows, int64_t n0, int64_t n1) {
+      row_dot_chunks(m, b, e, nullptr, 0, [&](int64_t i0, auto rows, int64_t n0, int64_t n1, PanelPrefetch) {
         small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1);
       });
     });

@@ -3,7 +3,7 @@
 //    registers, and dotted with every activation row while in registers; bound by memory bandwidth. bf16
 //    rows are used in place as their even and odd elements (bf16_split_rows): 1.3-1.6x the bytes per
 //    second of widening them. Small batches (up to float_row_dots_max_m rows) run the same dots on
-//    chunks of at most 4 rows.
+//    chunks of at most 4 rows; the bf16 chunks ask for the next run of weight rows as they go.
 //  - many rows: panels widened to f32 once per K block, then the 12 x 32 micro-kernel (panel_avx512.h).
 #include <immintrin.h>
 
@@ -102,7 +102,7 @@ const float* split_even_odd(const float* x, int64_t m, int64_t k, int64_t k_half
 // 2048-wide shapes: 16 accumulators and 16 split vectors outgrow the registers).
 template <int M, int R = 4>
 void bf16_split_rows(const float* xs, int64_t k_half, const FloatWeight& w, float* y, int64_t ldy,
-                     int64_t n_begin, int64_t n_end) {
+                     int64_t n_begin, int64_t n_end, PanelPrefetch pf = {}) {
   const int64_t k = w.k;
   const auto* base = static_cast<const uint16_t*>(w.data);
   const __m512i odd = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
@@ -119,6 +119,7 @@ void bf16_split_rows(const float* xs, int64_t k_half, const FloatWeight& w, floa
     }
     for (int64_t kk = 0; kk < k; kk += 32) {
       const __mmask32 mask = avx512::lanes_mask32(k - kk);
+      prefetch_panel_step(pf.next, pf.end, pf.lines);
       __m512 we[R], wo[R];
       SPARK_UNROLL
       for (int r = 0; r < R; ++r) {
@@ -185,8 +186,8 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
       if (m == 1) {
         bf16_split_rows<1, 8>(xs, k_half, w, y, ldy, b, e);
       } else {
-        row_dot_chunks(m, b, e, [&](int64_t i0, auto rows, int64_t n0, int64_t n1) {
-          bf16_split_rows<rows>(xs + i0 * 2 * k_half, k_half, w, y + i0 * ldy, ldy, n0, n1);
+        row_dot_chunks(m, b, e, w.data, w.k * 2, [&](int64_t i0, auto rows, int64_t n0, int64_t n1, auto pf) {
+          bf16_split_rows<rows>(xs + i0 * 2 * k_half, k_half, w, y + i0 * ldy, ldy, n0, n1, pf);
         });
       }
     });
@@ -196,9 +197,10 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
       if (m == 1) {
         small_m_rows<DT, 1, 8>(x, w, y, ldy, b, e);
       } else {
-        row_dot_chunks(m, b, e, [&](int64_t i0, auto rows, int64_t n0, int64_t n1) {
-          small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1);
-        });
+        row_dot_chunks(m, b, e, nullptr, 0,
+                       [&](int64_t i0, auto rows, int64_t n0, int64_t n1, PanelPrefetch) {
+                         small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1);
+                       });
       }
     });
   }

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/decode_rows.h"
 #include "gemm/dispatch.h"
 #include "gemm/gemm_isa.h"
 #include "gemm/path_report.h"
@@ -55,7 +56,19 @@ TEST(HardwareReport, SmallBatchesNameTheirPath) {
       EXPECT_NE(kernel(format, 5, isa).find("row dots in chunks"), npos) << isa_name(isa);
       EXPECT_NE(kernel(format, bound, isa).find("row dots in chunks"), npos) << isa_name(isa);
       EXPECT_NE(kernel(format, bound + 1, isa).find("widened panels"), npos) << isa_name(isa);
+      // Only the AVX-512 bf16 rows ask for the next run of weight rows, up to row_dot_chunks' bound.
+      const auto next = [&](int64_t m) {
+        return describe_gemm(format, m, isa, false).reason.find("the next 16") != npos;
+      };
+      EXPECT_EQ(next(5), avx512 && format == WeightFormat::kBF16) << isa_name(isa);
+      EXPECT_EQ(next(kRowChunksPrefetchMaxM), avx512 && format == WeightFormat::kBF16) << isa_name(isa);
+      EXPECT_FALSE(next(kRowChunksPrefetchMaxM + 1)) << isa_name(isa);
     }
+  }
+  const auto bf16_dots = [](int64_t m) { return describe_gemm(WeightFormat::kBF16, m, Isa::kAvx512, true); };
+  if (bf16_dots(5).kernel == "bf16 avx512-bf16 row dots in chunks") {
+    EXPECT_NE(bf16_dots(5).reason.find("the next 16"), npos);
+    EXPECT_EQ(bf16_dots(kRowChunksPrefetchMaxM + 1).reason.find("the next 16"), npos);
   }
   if (cpu_supports(Isa::kAvx2)) {
     const int64_t bound = w4a16_f32_tiles_max_m(false);
