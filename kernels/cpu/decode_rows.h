@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 namespace spark::kernels {
 namespace {
@@ -42,24 +43,16 @@ inline void prefetch_next_group(const T* params, int64_t groups, int64_t entry, 
   for (int b = 0; b < NB; ++b) prefetch_line(params + (b * groups + g + 1) * entry);
 }
 
-// body(std::integral_constant<int, M>{}) for m activation rows, 1 <= m <= 4: the decode bodies are
-// templates on their row count so the accumulators stay in registers.
-template <class Body>
+// body(std::integral_constant<int, M>{}) for m activation rows, 1 <= m <= kMaxRows (4 unless a body's
+// registers hold more): the decode bodies are templates on their row count so the accumulators stay in
+// registers.
+template <int kMaxRows = 4, class Body>
 inline void with_rows(int64_t m, Body&& body) {
-  switch (m) {
-    case 1:
-      body(std::integral_constant<int, 1>{});
-      break;
-    case 2:
-      body(std::integral_constant<int, 2>{});
-      break;
-    case 3:
-      body(std::integral_constant<int, 3>{});
-      break;
-    default:
-      body(std::integral_constant<int, 4>{});
-      break;
+  const int64_t rows = std::clamp<int64_t>(m, 1, kMaxRows);
+  [&]<int... R>(std::integer_sequence<int, R...>) {
+    (void)((rows == R + 1 && (body(std::integral_constant<int, R + 1>{}), true)) || ...);
   }
+  (std::make_integer_sequence<int, kMaxRows>{});
 }
 
 // The weights a small batch reads next, asked for `lines` 64-byte lines per K step (into L2) while the
@@ -80,24 +73,25 @@ constexpr int64_t kRowChunksPrefetchMaxM = 16;
 
 // Row dots for m activation rows over a task's weight rows [n_begin, n_end): body(i0, rows, n0, n1,
 // prefetch), rows an integral_constant, computes activation rows [i0, i0 + rows) against weight rows
-// [n0, n1). Up to 4 rows (decode) that is one call over the whole range. A small batch goes in chunks of at
-// most 4 rows (near-equal: 6 rows are 3 + 3) over runs of 16 weight rows, every chunk per run, so each run
-// comes from memory once and from cache for the other chunks. Given the weights (rows of row_bytes) and at
-// most kRowChunksPrefetchMaxM activation rows, each chunk also gets its share of the next run to ask for
-// (PanelPrefetch), so that run's memory reads overlap the arithmetic instead of stalling the next run's first
-// chunk; a body reads 64 bytes of each of its (up to 4) rows per K step, so ceil(4 / chunks) lines a step
-// cover its share. AVX-512 bf16 rows (f32 products and vdpbf16ps), 2 threads, the 1.7B's shapes, old / new
-// medians of six alternated rounds: 0.97-1.16x at 8 and 16 rows, 0.91-1.11x at 32 (so not past 16); the
-// f32 rows ran 0.83-0.97x with it and take no weights (bench/RESULTS.md, session 30).
-template <class Body>
+// [n0, n1). Up to kMaxRows rows (decode) that is one call over the whole range. A small batch goes in chunks
+// of at most kMaxRows rows (near-equal: with 4, 6 rows are 3 + 3) over runs of 16 weight rows, every chunk
+// per run, so each run comes from memory once and from cache for the other chunks. Given the weights (rows
+// of row_bytes) and at most kRowChunksPrefetchMaxM activation rows, each chunk also gets its share of the
+// next run to ask for (PanelPrefetch), so that run's memory reads overlap the arithmetic instead of stalling
+// the next run's first chunk; a body reads 64 bytes of each of its 4 weight rows per K step, so
+// ceil(4 / chunks) lines a step cover its share. AVX-512 bf16 rows (f32 products and vdpbf16ps), 2 threads,
+// the 1.7B's shapes, old / new medians of six alternated rounds: 0.97-1.16x at 8 and 16 rows, 0.91-1.11x at
+// 32 (so not past 16); the f32 rows ran 0.83-0.97x with it and take no weights (bench/RESULTS.md,
+// session 30).
+template <int kMaxRows = 4, class Body>
 inline void row_dot_chunks(int64_t m, int64_t n_begin, int64_t n_end, const void* weights, int64_t row_bytes,
                            Body&& body) {
-  if (m <= 4) {
-    with_rows(m, [&](auto r) { body(int64_t{0}, r, n_begin, n_end, PanelPrefetch{}); });
+  if (m <= kMaxRows) {
+    with_rows<kMaxRows>(m, [&](auto r) { body(int64_t{0}, r, n_begin, n_end, PanelPrefetch{}); });
     return;
   }
   constexpr int64_t kRun = 16;
-  const int64_t chunks = (m + 3) / 4;
+  const int64_t chunks = (m + kMaxRows - 1) / kMaxRows;
   const int lines = static_cast<int>((4 + chunks - 1) / chunks);
   const auto* base = static_cast<const char*>(weights);
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kRun) {
@@ -110,7 +104,7 @@ inline void row_dot_chunks(int64_t m, int64_t n_begin, int64_t n_end, const void
       const int64_t rows = (m - i0 + chunks - c - 1) / (chunks - c);
       const PanelPrefetch pf{next + std::min(next_bytes, c * share),
                              next + std::min(next_bytes, (c + 1) * share), lines};
-      with_rows(rows, [&](auto r) { body(i0, r, n0, n1, pf); });
+      with_rows<kMaxRows>(rows, [&](auto r) { body(i0, r, n0, n1, pf); });
       i0 += rows;
     }
   }

@@ -4,8 +4,8 @@
 // the error is the rounding of x to bf16 (relative 2^-9 per element), which the tests measure separately
 // from the exact-f32 path.
 //  - decode (m <= kDecodeMaxM): 4 weight rows at a time straight from the checkpoint layout; small batches
-//    (up to kBf16DotRowDotsMaxM rows) the same on chunks of at most 4 rows, which ask for the next run of
-//    weight rows as they go (row_dot_chunks).
+//    (up to kBf16DotRowDotsMaxM rows) the same on chunks of at most kBf16DotChunkRows rows, which ask for
+//    the next run of weight rows as they go (row_dot_chunks).
 //  - prefill: panels of 32 rows x 256 k-pairs (16 x 16 blocks of pairs transposed in registers) and a
 //    12 x 32 micro-kernel, through the same driver as the f32 panels.
 #include <immintrin.h>
@@ -106,8 +106,9 @@ struct PairPacker {
   }
 };
 
-// Rows [n_begin, n_end) for M (<= 4) activation rows, R weight rows (streams) a pass: 8 at one or two
-// activation rows, where the M x 8 accumulators still leave registers for the 8 weight lines.
+// Rows [n_begin, n_end) for M (<= kBf16DotChunkRows) activation rows, R weight rows (streams) a pass: 8 at
+// one or two activation rows, where the M x 8 accumulators still leave registers for the 8 weight lines;
+// else 4 (6 x 4 accumulators, 4 weight lines and one activation vector: 29 of the 32 registers).
 template <int M, int R = 4>
 void small_m_rows(const uint32_t* xb, int64_t k2, const FloatWeight& w, float* y, int64_t ldy,
                   int64_t n_begin, int64_t n_end, PanelPrefetch pf = {}) {
@@ -163,9 +164,10 @@ void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& qw, f
       } else if (m == 2) {
         small_m_rows<2, 8>(xb, ldx, w, y, ldy, b, e);
       } else {
-        row_dot_chunks(m, b, e, w.data, w.k * 2, [&](int64_t i0, auto rows, int64_t n0, int64_t n1, auto pf) {
-          small_m_rows<rows>(xb + i0 * ldx, ldx, w, y + i0 * ldy, ldy, n0, n1, pf);
-        });
+        row_dot_chunks<kBf16DotChunkRows>(
+            m, b, e, w.data, w.k * 2, [&](int64_t i0, auto rows, int64_t n0, int64_t n1, auto pf) {
+              small_m_rows<rows>(xb + i0 * ldx, ldx, w, y + i0 * ldy, ldy, n0, n1, pf);
+            });
       }
     });
     return;

@@ -228,7 +228,8 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
       if (!decode && m <= kBf16DotRowDotsMaxM) {
         return {"bf16 avx512-bf16 row dots in chunks",
                 "m <= " + std::to_string(kBf16DotRowDotsMaxM) + ": the row dots on chunks of at most " +
-                    std::to_string(kDecodeMaxM) + " rows, 16 weight rows at a time read once from memory" +
+                    std::to_string(kBf16DotChunkRows) +
+                    " rows, 16 weight rows at a time read once from memory" +
                     (m <= kRowChunksPrefetchMaxM ? ", the next 16 asked for as the chunks go" : "") +
                     "; vdpbf16ps with activations rounded to bf16 (bf16_activations)",
                 Arithmetic::kBf16Dot};

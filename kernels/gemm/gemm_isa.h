@@ -28,10 +28,17 @@ constexpr int64_t w4a16_f32_tiles_max_m(bool avx512) {
 // 2048x6656 shape at 5-8 rows, 0.9-1.3 on the others); all 1.0-1.4x at 32; W4A8 and W4A16 about even at 64.
 constexpr int64_t kPanelPrefetchMaxM = 32;
 
-// bf16 weights on vdpbf16ps (gemm_bf16dot_avx512) keep their row dots, in chunks of at most 4 rows, up to
-// this many rows, above the pair panels: 1.8-2.1x at 8 rows, 1.4-1.7x at 16, 1.06-1.27x at 32, 0.9-1.07x at
-// 48 (the same measurement as float_row_dots_max_m).
+// bf16 weights on vdpbf16ps (gemm_bf16dot_avx512) keep their row dots up to this many rows, above the pair
+// panels. With chunks of 4 rows (session 28, the same measurement as float_row_dots_max_m): 1.8-2.1x at 8
+// rows, 1.4-1.7x at 16, 1.06-1.27x at 32, 0.9-1.07x at 48.
 constexpr int64_t kBf16DotRowDotsMaxM = 32;
+
+// Those row dots run a small batch in chunks of up to this many activation rows (6 x 4 accumulators), where
+// the other row dots take 4: each weight line loaded serves 6 rows instead of 4. 2 threads, the 1.7B's
+// shapes, weights from memory, against chunks of 4 (bench/RESULTS.md, session 30): 1.02-1.22x at 5 and 6
+// rows, 1.03-1.16x at 12, 1.00-1.16x at 24 and 32, 0.94-1.07x at 8 and 16 (8 is 4 + 4 either way); through
+// the engine 1.05-1.16x at 6-24 sequences.
+constexpr int kBf16DotChunkRows = 6;
 
 using GemmFn = void (*)(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                         ThreadPool& pool);
