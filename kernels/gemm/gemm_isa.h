@@ -29,9 +29,10 @@ constexpr int64_t w4a16_f32_tiles_max_m(bool avx512) {
 constexpr int64_t kPanelPrefetchMaxM = 32;
 
 // bf16 weights on vdpbf16ps (gemm_bf16dot_avx512) keep their row dots up to this many rows, above the pair
-// panels. With chunks of 4 rows (session 28, the same measurement as float_row_dots_max_m): 1.8-2.1x at 8
-// rows, 1.4-1.7x at 16, 1.06-1.27x at 32, 0.9-1.07x at 48.
-constexpr int64_t kBf16DotRowDotsMaxM = 32;
+// panels. With chunks of 4 rows the bound was 32 (session 28: 0.9-1.07x at 48); with chunks of 6 (below),
+// against the panels, 2 threads, the 1.7B's shapes (bench/RESULTS.md, session 30): 1.19-1.33x at 36 rows,
+// 1.10-1.15x at 64, 1.04-1.25x at 80, 1.01-1.10x at 96, 0.94-1.00x at 128.
+constexpr int64_t kBf16DotRowDotsMaxM = 96;
 
 // Those row dots run a small batch in chunks of up to this many activation rows (6 x 4 accumulators), where
 // the other row dots take 4: each weight line loaded serves 6 rows instead of 4. 2 threads, the 1.7B's

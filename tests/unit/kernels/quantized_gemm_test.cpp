@@ -319,9 +319,10 @@ TEST_P(Bf16ActivationsTest, MatchesReferenceOnRoundedActivations) {
   std::mt19937 rng(21);
   ThreadPool pool(3);
   double worst_exact_nmse = 0.0;
-  // kRows and the row-dot chunkings of vdpbf16ps: one chunk of 5 or 6 rows, 6 + 6, 5 + 4 + 4.
+  // kRows, the row-dot chunkings of vdpbf16ps (one chunk of 5 or 6 rows, 6 + 6, 5 + 4 + 4) and both sides
+  // of its bound.
   std::vector<int64_t> rows = kRows;
-  rows.insert(rows.end(), {5, 6, 12, 13});
+  rows.insert(rows.end(), {5, 6, 12, 13, kBf16DotRowDotsMaxM, kBf16DotRowDotsMaxM + 1});
   for (const Shape& s : kShapes) {
     for (int64_t m : rows) {
       if (m * s.n * s.k > 40'000'000) continue;
