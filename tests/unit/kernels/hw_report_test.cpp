@@ -57,8 +57,8 @@ TEST(HardwareReport, SmallBatchesNameTheirPath) {
       EXPECT_NE(kernel(format, bound, isa).find("row dots in chunks"), npos) << isa_name(isa);
       EXPECT_NE(kernel(format, bound + 1, isa).find("widened panels"), npos) << isa_name(isa);
       // Only the AVX-512 bf16 rows ask for the next run of weight rows, up to row_dot_chunks' bound.
-      const auto next = [&](int64_t m) {
-        return describe_gemm(format, m, isa, false).reason.find("the next 16") != npos;
+      const auto next = [&, f = format](int64_t m) {
+        return describe_gemm(f, m, isa, false).reason.find("the next 16") != npos;
       };
       EXPECT_EQ(next(5), avx512 && format == WeightFormat::kBF16) << isa_name(isa);
       EXPECT_EQ(next(kRowChunksPrefetchMaxM), avx512 && format == WeightFormat::kBF16) << isa_name(isa);
