@@ -68,6 +68,13 @@ inline void prefetch_panel_step(const char*& next, const char* end, int lines) {
   for (int j = 0; j < lines && next < end; ++j, next += 64) _mm_prefetch(next, _MM_HINT_T1);
 }
 
+// Part `part` of `parts` near-equal, line-aligned shares of the `bytes` bytes from `next`: the caller's
+// consumers (row-dot chunks, row tiles) each ask for one, so together they ask for every line once.
+inline PanelPrefetch panel_share(const char* next, int64_t bytes, int64_t parts, int64_t part, int lines) {
+  const int64_t share = (bytes / parts + 63) / 64 * 64;
+  return {next + std::min(bytes, part * share), next + std::min(bytes, (part + 1) * share), lines};
+}
+
 // Up to this many activation rows row_dot_chunks asks for the next run of weight rows (see below).
 constexpr int64_t kRowChunksPrefetchMaxM = 16;
 
@@ -98,12 +105,10 @@ inline void row_dot_chunks(int64_t m, int64_t n_begin, int64_t n_end, const void
     const int64_t n1 = std::min(n_end, n0 + kRun);
     const int64_t next_bytes =
         weights == nullptr || m > kRowChunksPrefetchMaxM ? 0 : (std::min(n_end, n1 + kRun) - n1) * row_bytes;
-    const int64_t share = (next_bytes / chunks + 63) / 64 * 64;
     const char* next = base + n1 * row_bytes;
     for (int64_t c = 0, i0 = 0; c < chunks; ++c) {
       const int64_t rows = (m - i0 + chunks - c - 1) / (chunks - c);
-      const PanelPrefetch pf{next + std::min(next_bytes, c * share),
-                             next + std::min(next_bytes, (c + 1) * share), lines};
+      const PanelPrefetch pf = panel_share(next, next_bytes, chunks, c, lines);
       with_rows<kMaxRows>(rows, [&](auto r) { body(i0, r, n0, n1, pf); });
       i0 += rows;
     }

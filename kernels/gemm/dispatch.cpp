@@ -14,6 +14,10 @@ namespace {
 // the VNNI tiles in 7 of 9 runs over three shapes (one tie); at 12 rows VNNI wins (bench/RESULTS.md,
 // session 15).
 constexpr int64_t kW4A8AmxMinRows = 16;
+
+// What row_dot_chunks' prefetch adds to the path report (decode_rows.h).
+constexpr const char* kChunksAskNext = ", the next 16 asked for as the chunks go";
+
 // W4A16 takes the AMX tiles from 8 rows: at 5 rows they (widening each task's blocks first) and the
 // AVX512-BF16 tiles tie (bench/RESULTS.md, session 11).
 constexpr int64_t kW4A16AmxMinRows = 8;
@@ -190,9 +194,8 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
                                    ? "each bf16 line used in place as its even and odd elements in f32"
                                    : "weights widened to f32 in registers";
       if (!decode && m <= dots_max) {
-        const std::string next = avx512 && format == WeightFormat::kBF16 && m <= kRowChunksPrefetchMaxM
-                                     ? ", the next 16 asked for as the chunks go"
-                                     : "";
+        const std::string next =
+            avx512 && format == WeightFormat::kBF16 && m <= kRowChunksPrefetchMaxM ? kChunksAskNext : "";
         return {fmt + (avx512 ? " avx512" : " avx2") + " row dots in chunks",
                 "m <= " + std::to_string(dots_max) + ": the row dots on chunks of at most " +
                     std::to_string(kDecodeMaxM) + " rows, 16 weight rows at a time read once from memory" +
@@ -230,7 +233,7 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
                 "m <= " + std::to_string(kBf16DotRowDotsMaxM) + ": the row dots on chunks of at most " +
                     std::to_string(kBf16DotChunkRows) +
                     " rows, 16 weight rows at a time read once from memory" +
-                    (m <= kRowChunksPrefetchMaxM ? ", the next 16 asked for as the chunks go" : "") +
+                    (m <= kRowChunksPrefetchMaxM ? kChunksAskNext : "") +
                     "; vdpbf16ps with activations rounded to bf16 (bf16_activations)",
                 Arithmetic::kBf16Dot};
       }

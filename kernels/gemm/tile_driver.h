@@ -93,10 +93,8 @@ void run_small_batch_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
       const int64_t nb = std::min<int64_t>(Kernel::kPrefillNb, b_end - b);
       const char* next = weights + (b + nb) * block_bytes;
       const int64_t next_bytes = (std::min(b_end, b + nb + Kernel::kPrefillNb) - (b + nb)) * block_bytes;
-      const int64_t share = (next_bytes / tiles + 63) / 64 * 64;
       for (int64_t m0 = 0, t = 0; m0 < m; m0 += tile_rows, ++t) {
-        tc.prefetch = PanelPrefetch{next + std::min(next_bytes, t * share),
-                                    next + std::min(next_bytes, (t + 1) * share), lines};
+        tc.prefetch = panel_share(next, next_bytes, tiles, t, lines);
         TileTables<Kernel>::prefill[nb - 1][std::min(tile_rows, m - m0) - 1](tc, m0, b);
       }
     }
