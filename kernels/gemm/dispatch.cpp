@@ -198,8 +198,8 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
             avx512 && format == WeightFormat::kBF16 && m <= kRowChunksPrefetchMaxM ? kChunksAskNext : "";
         return {fmt + (avx512 ? " avx512" : " avx2") + " row dots in chunks",
                 "m <= " + std::to_string(dots_max) + ": the row dots on chunks of at most " +
-                    std::to_string(kDecodeMaxM) + " rows, 16 weight rows at a time read once from memory" +
-                    next + "; " + load + act};
+                    std::to_string(avx512 ? kDecodeMaxM : kFloatAvx2ChunkRows) +
+                    " rows, 16 weight rows at a time read once from memory" + next + "; " + load + act};
       }
       return {fmt + (avx512 ? " avx512" : " avx2") + (decode ? " row dots" : " widened panels"),
               decode ? rows + "; bandwidth-bound, " + load + act

@@ -1,7 +1,8 @@
 // AVX2 + FMA body of gemm_float. Two shapes of work:
 //  - few rows (decode): each weight row is streamed once and each of its vectors dotted with every x row
 //    from its register; this path is bound by memory bandwidth, so it reads the weight in its stored dtype.
-//    Small batches (up to float_row_dots_max_m rows) run the same dots on chunks of at most 4 rows.
+//    Small batches (up to float_row_dots_max_m rows) run the same dots on chunks of at most
+//    kFloatAvx2ChunkRows rows.
 //  - many rows (prefill, larger batches): weight panels are widened to f32 and transposed into a
 //    thread-local buffer once per K block, then a 6x16 register-tiled micro-kernel runs over all rows
 //    of the task (panel_avx2.h).
@@ -55,8 +56,8 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
-// Dot products of M (<= 4) x rows with R weight rows per pass: each weight vector is loaded once
-// and used for every x row from its register (the M x R accumulators take at most 8 of the 16
+// Dot products of M (<= 6) x rows with R weight rows per pass: each weight vector is loaded once
+// and used for every x row from its register (the M x R accumulators take at most 12 of the 16
 // registers). The R rows are R streams, each asking for its lines ahead (prefetch_row_ahead).
 template <FloatDType DT, int M>
 void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, int64_t n_begin,
@@ -161,9 +162,10 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
     // Blocks of 64 rows: small enough to balance 2..64 threads on the smallest Spark GEMMs.
     pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
       const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
-      row_dot_chunks(m, b, e, nullptr, 0, [&](int64_t i0, auto rows, int64_t n0, int64_t n1, PanelPrefetch) {
-        small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1);
-      });
+      row_dot_chunks<kFloatAvx2ChunkRows>(
+          m, b, e, nullptr, 0, [&](int64_t i0, auto rows, int64_t n0, int64_t n1, PanelPrefetch) {
+            small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1);
+          });
     });
   } else {
     avx2::panel_gemm(x, m, w.k, w.n, w.k, y, ldy, pool, FloatPacker<DT>{w});

@@ -38,9 +38,9 @@ void check_against_reference(GemmFn fn, const char* label) {
   std::mt19937 rng(1234);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   ThreadPool pool(3);
-  // Row dots up to 4 rows, in chunks of at most 4 up to float_row_dots_max_m (AVX2 12, AVX-512 48 / 64),
-  // panels above.
-  const std::vector<int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 12, 13, 16, 33, 49, 65, 128};
+  // Row dots up to 4 rows, in chunks of at most 4 (AVX2 6) up to float_row_dots_max_m (AVX2 16, AVX-512
+  // 48 / 64), panels above.
+  const std::vector<int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 12, 13, 16, 17, 24, 25, 33, 49, 65, 128};
   const std::vector<int64_t> ns = {1, 5, 16, 17, 63, 64, 65, 130};
   const std::vector<int64_t> ks = {1, 7, 8, 9, 255, 256, 257, 600};
   for (FloatDType dtype : {FloatDType::kF32, FloatDType::kBF16, FloatDType::kF16}) {

@@ -56,6 +56,9 @@ TEST(HardwareReport, SmallBatchesNameTheirPath) {
       EXPECT_NE(kernel(format, 5, isa).find("row dots in chunks"), npos) << isa_name(isa);
       EXPECT_NE(kernel(format, bound, isa).find("row dots in chunks"), npos) << isa_name(isa);
       EXPECT_NE(kernel(format, bound + 1, isa).find("widened panels"), npos) << isa_name(isa);
+      const std::string chunk =
+          "chunks of at most " + std::to_string(avx512 ? 4 : kFloatAvx2ChunkRows) + " rows";
+      EXPECT_NE(describe_gemm(format, 5, isa, false).reason.find(chunk), npos) << isa_name(isa);
       // Only the AVX-512 bf16 rows ask for the next run of weight rows, up to row_dot_chunks' bound.
       const auto next = [&, f = format](int64_t m) {
         return describe_gemm(f, m, isa, false).reason.find("the next 16") != npos;
