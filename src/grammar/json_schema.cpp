@@ -748,8 +748,8 @@ class SchemaCompiler {
     const int constraints = (has_pattern ? 1 : 0) + (format ? 1 : 0) + (has_length ? 1 : 0);
     // With escape_lt a pattern's or format's raw `<` must be refused: intersect with the string characters.
     const bool lt_part = options_.escape_lt && !has_length && (has_pattern || format);
+    if (!not_values.empty() && constraints == 0) return string_except(not_values, path);
     try {
-      if (!not_values.empty() && constraints == 0) return string_except(not_values);
       if (constraints > 1 || !not_values.empty() || lt_part) {
         if (std::max(min_len, max_len) > 4096)
           fail(path, "minLength/maxLength above 4096 with pattern or format");
@@ -1152,8 +1152,16 @@ class SchemaCompiler {
   }
 
   // Any JSON string except the given ones (additional property names); keys containing escapes are left out
-  // so that no spelling of a declared name can pass.
-  ExprId string_except(const std::vector<std::string>& names) {
+  // so that no spelling of a declared name can pass. The trie below recurses once per byte of a name, so
+  // names are bounded: a 200 KB `not: {const: ...}` overflowed the stack of a Release build (SIGSEGV).
+  static constexpr size_t kMaxExceptNameBytes = 1024;
+  ExprId string_except(const std::vector<std::string>& names, const std::string& path) {
+    for (const auto& n : names) {
+      if (n.size() > kMaxExceptNameBytes) {
+        throw Error("JSON Schema at " + path + ": a property name or excluded string longer than " +
+                    std::to_string(kMaxExceptNameBytes) + " bytes is not supported");
+      }
+    }
     // Shared rules: the rest of a key once it left the trie, and a non-ASCII character followed by that.
     if (key_rest_rule_ < 0) {
       key_rest_rule_ = b_.new_rule("key-rest");
@@ -1394,7 +1402,8 @@ class SchemaCompiler {
         fail(path, std::string("patternProperties/propertyNames: ") + e.what());
       }
     } else if (!(additional->is_boolean() && !additional->get<bool>())) {
-      add_kv = b_.seq({string_except(declared), colon(), value(*additional, path + "/additionalProperties")});
+      add_kv = b_.seq(
+          {string_except(declared, path), colon(), value(*additional, path + "/additionalProperties")});
     }
     const bool additional_allowed = add_kv != b_.nothing();
     if (additional_allowed) {
