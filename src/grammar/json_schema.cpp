@@ -1129,24 +1129,34 @@ class SchemaCompiler {
                   : std::min<int64_t>(hi, static_cast<int64_t>(prefix.size()));
     if (hi >= 0 && lo > hi) return b_.nothing();
     if (lo > 10000 || hi > 10000) fail(path, "minItems/maxItems above 10000 are not supported");
+    if (prefix.size() > 10000) fail(path, "more than 10000 prefixItems are not supported");
     auto element = [&](size_t i) {
       const std::string p = path + "/items/" + std::to_string(i);
       return i < prefix.size() ? value(*prefix[i], p) : value(*rest, path + "/items");
     };
-    // tail(i): elements from position i on, each after a separator.
-    std::function<ExprId(size_t)> tail = [&](size_t i) -> ExprId {
-      if (hi >= 0 && static_cast<int64_t>(i) >= hi) return b_.empty();
-      if (i >= prefix.size()) {
-        if (!rest_allowed) return b_.empty();
-        const int min = std::max(0, lo - static_cast<int>(i));
-        const int max = hi < 0 ? kUnbounded : static_cast<int>(hi - static_cast<int64_t>(i));
-        return b_.repeat(b_.seq({sep(), element(i)}), min, max);
+    // tail(i): elements from position i on, each after a separator. Built from the last prefix item back
+    // (a recursion per item overflowed the stack at 200 000 prefixItems: SIGSEGV in Release).
+    const auto tail = [&]() -> ExprId {
+      size_t stop = prefix.size();  // tail(i) for i >= stop needs no later tail
+      if (hi >= 0) stop = std::min(stop, static_cast<size_t>(hi));
+      const size_t last = std::max<size_t>(stop, 1);
+      ExprId t = b_.empty();
+      if (!(hi >= 0 && static_cast<int64_t>(last) >= hi) && rest_allowed) {
+        const int min = std::max(0, lo - static_cast<int>(last));
+        const int max = hi < 0 ? kUnbounded : static_cast<int>(hi - static_cast<int64_t>(last));
+        t = b_.repeat(b_.seq({sep(), element(last)}), min, max);
       }
-      ExprId one = b_.seq({sep(), element(i), tail(i + 1)});
-      return static_cast<int>(i) < lo ? one : b_.optional(one);
+      for (size_t i = last; i-- > 1;) {
+        ExprId one = b_.seq({sep(), element(i), t});
+        t = static_cast<int>(i) < lo ? one : b_.optional(one);
+      }
+      return t;
     };
     ExprId elements = b_.empty();
-    if (hi != 0 && (prefix.size() > 0 || rest_allowed)) elements = b_.seq({element(0), tail(1), ws_});
+    if (hi != 0 && (prefix.size() > 0 || rest_allowed)) {
+      const ExprId first = element(0);
+      elements = b_.seq({first, tail(), ws_});
+    }
     if (lo == 0) elements = b_.optional(elements);
     return b_.seq({b_.byte('['), ws_, elements, b_.byte(']')});
   }
