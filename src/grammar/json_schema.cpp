@@ -1168,8 +1168,8 @@ class SchemaCompiler {
   ExprId string_except(const std::vector<std::string>& names, const std::string& path) {
     for (const auto& n : names) {
       if (n.size() > kMaxExceptNameBytes) {
-        throw Error("JSON Schema at " + path + ": a property name or excluded string longer than " +
-                    std::to_string(kMaxExceptNameBytes) + " bytes is not supported");
+        fail(path, "a property name or excluded string longer than " + std::to_string(kMaxExceptNameBytes) +
+                       " bytes is not supported");
       }
     }
     // Shared rules: the rest of a key once it left the trie, and a non-ASCII character followed by that.
