@@ -17,11 +17,16 @@ namespace {
 
 constexpr int64_t kLinesPerGroup = kGroupSize * kBlockRows / 2 / 64;
 
+// 8 rows of one k pair: the 8 packed bytes, one per 32-bit lane.
+inline __m256i widen8_raw(const uint8_t* p) {
+  int64_t packed;
+  std::memcpy(&packed, p, 8);
+  return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(packed));
+}
+
 // 8 rows of one k pair: the low nibbles (k even) and high nibbles (k odd) as floats.
 inline void widen8(const uint8_t* p, __m256* lo, __m256* hi) {
-  int64_t bytes;
-  std::memcpy(&bytes, p, 8);
-  const __m256i raw = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+  const __m256i raw = widen8_raw(p);
   *lo = _mm256_cvtepi32_ps(_mm256_and_si256(raw, _mm256_set1_epi32(0x0f)));
   *hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(raw, 4));
 }
@@ -30,9 +35,7 @@ inline void widen8(const uint8_t* p, __m256* lo, __m256* hi) {
 // the odd activation x1 replaced by x1 - 16·x0 (gemm_w4a16_avx2), (lo + 16·hi)·x0 + hi·(x1 - 16·x0) =
 // lo·x0 + hi·x1: one mask fewer per 8 weights than widen8.
 inline void widen8_bytes(const uint8_t* p, __m256* bytes, __m256* hi) {
-  int64_t packed;
-  std::memcpy(&packed, p, 8);
-  const __m256i raw = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(packed));
+  const __m256i raw = widen8_raw(p);
   *bytes = _mm256_cvtepi32_ps(raw);
   *hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(raw, 4));
 }
@@ -177,43 +180,41 @@ struct W4A16Packer {
 void gemm_w4a16_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                      ThreadPool& pool) {
   // The kernels read whole groups: x is copied with zero columns up to k_pad, rounded to bf16 (kW4A16's
-  // activations).
-  auto* padded = static_cast<float*>(scratch(1, static_cast<size_t>(m * w.k_pad) * sizeof(float)));
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t kk = 0; kk < w.k_pad; kk += 8) {
-      const __m256 v =
-          kk + 8 <= w.k ? _mm256_loadu_ps(x + i * w.k + kk) : load_partial(x + i * w.k + kk, w.k - kk);
-      _mm256_storeu_ps(padded + i * w.k_pad + kk, round_to_bf16(v));
-    }
-  }
-  const float* xp = padded;
-  if (m > w4a16_f32_tiles_max_m(false)) {
-    // Panels are whole 16-row blocks, so n is rounded up to n_pad here; columns past w.n are not stored.
-    avx2::panel_gemm(xp, m, w.k_pad, w.n, w.k_pad, y, ldy, pool, W4A16Packer{w});
-    return;
-  }
+  // activations). The panels take that copy as it is; for the tiles the same pass also sums each group
+  // (zero points) and takes each pair (x0, x1) as (x0, x1 - 16·x0) (widen8_bytes). x0 and x1 are bf16 and
+  // 16·x0 is exact, so the difference is exact unless they are more than 2^15 apart; the sums of the
+  // larger products cost ~4 bits of f32 rounding, far below the 2^-9 of rounding x to bf16.
+  const bool tiles = m <= w4a16_f32_tiles_max_m(false);
   const int64_t groups = w.groups();
-  auto* xsum = static_cast<float*>(scratch(2, static_cast<size_t>(m * groups) * sizeof(float)));
+  auto* padded = static_cast<float*>(scratch(1, static_cast<size_t>(m * w.k_pad) * sizeof(float)));
+  auto* xsum =
+      tiles ? static_cast<float*>(scratch(2, static_cast<size_t>(m * groups) * sizeof(float))) : nullptr;
   for (int64_t i = 0; i < m; ++i) {
+    float* row = padded + i * w.k_pad;
     for (int64_t g = 0; g < groups; ++g) {
       __m256 s = _mm256_setzero_ps();
-      for (int64_t kk = 0; kk < kGroupSize; kk += 8)
-        s = _mm256_add_ps(s, _mm256_loadu_ps(xp + i * w.k_pad + g * kGroupSize + kk));
+      for (int64_t kk = g * kGroupSize; kk < (g + 1) * kGroupSize; kk += 8) {
+        const __m256 v = round_to_bf16(kk + 8 <= w.k ? _mm256_loadu_ps(x + i * w.k + kk)
+                                                     : load_partial(x + i * w.k + kk, w.k - kk));
+        if (!tiles) {
+          _mm256_storeu_ps(row + kk, v);
+          continue;
+        }
+        s = _mm256_add_ps(s, v);
+        const __m256 odd = _mm256_fnmadd_ps(_mm256_set1_ps(16.0f), _mm256_moveldup_ps(v), v);
+        _mm256_storeu_ps(row + kk, _mm256_blend_ps(v, odd, 0xaa));
+      }
+      if (!tiles) continue;
       alignas(32) float t[8];
       _mm256_store_ps(t, s);
       xsum[i * groups + g] = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
     }
   }
-  // The tiles take each pair (x0, x1) as (x0, x1 - 16·x0) (widen8_bytes). x0 and x1 are bf16 and 16·x0 is
-  // exact, so the difference is exact unless they are more than 2^15 apart; the sums of the larger
-  // products cost ~4 bits of f32 rounding, far below the 2^-9 of rounding x to bf16.
-  for (int64_t i = 0; i < m; ++i) {
-    float* row = padded + i * w.k_pad;
-    for (int64_t kk = 0; kk < w.k_pad; kk += 8) {
-      const __m256 v = _mm256_loadu_ps(row + kk);
-      const __m256 odd = _mm256_fnmadd_ps(_mm256_set1_ps(16.0f), _mm256_moveldup_ps(v), v);
-      _mm256_storeu_ps(row + kk, _mm256_blend_ps(v, odd, 0xaa));
-    }
+  const float* xp = padded;
+  if (!tiles) {
+    // Panels are whole 16-row blocks, so n is rounded up to n_pad here; columns past w.n are not stored.
+    avx2::panel_gemm(xp, m, w.k_pad, w.n, w.k_pad, y, ldy, pool, W4A16Packer{w});
+    return;
   }
   run_tiles<W4A16Kernel>(TileContext{w, nullptr, xp, w.k_pad, xsum, y, ldy, {}}, m, pool);
 }
