@@ -14,6 +14,7 @@
 #include "grammar/matcher.h"
 #include "spark/error.h"
 #include "tokenizer/tokenizer.h"
+#include "util/bounded_json.h"
 
 namespace spark {
 
@@ -70,7 +71,7 @@ int run(const GrammarCheckOptions& o) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::ordered_json c;
     try {
-      c = nlohmann::ordered_json::parse(line);
+      c = parse_json_bounded<nlohmann::ordered_json>(line);
     } catch (const std::exception& e) {
       throw Error(o.cases + ":" + std::to_string(line_no) + ": not JSON: " + e.what());
     }
