@@ -14,6 +14,7 @@
 #include "grammar/product.h"
 #include "grammar/regex.h"
 #include "spark/error.h"
+#include "util/bounded_json.h"
 
 namespace spark::grammar {
 
@@ -1528,7 +1529,8 @@ ExprId JsonSchemaEmbedder::raw_string(const nlohmann::ordered_json& schema, cons
 Grammar compile_json_schema(std::string_view schema_json, const JsonSchemaOptions& options) {
   Json schema;
   try {
-    schema = Json::parse(schema_json);
+    // Bounded (depth 128, time linear in the text): a schema text may come straight from a request.
+    schema = parse_json_bounded<Json>(schema_json);
   } catch (const std::exception& e) {
     throw Error(std::string("JSON Schema is not valid JSON: ") + e.what());
   }

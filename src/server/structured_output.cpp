@@ -8,6 +8,7 @@
 #include "server/api_error.h"
 #include "server/request_fields.h"
 #include "spark/error.h"
+#include "util/bounded_json.h"
 #include "util/lru_cache.h"
 
 namespace spark {
@@ -22,6 +23,17 @@ using request_fields::field;
 StructuredOutput from_schema(const ordered_json& schema, const std::string& param) {
   if (!schema.is_object() && !schema.is_boolean()) bad(param, "must be a JSON Schema (an object)");
   return {StructuredOutput::Kind::kJsonSchema, schema.dump(), {}, param};
+}
+
+// vLLM's guided_json and structured_outputs.json take the schema as an object or as JSON text. The text is
+// parsed bounded (a string of 100 000 nested objects overflowed the stack when the schema was dumped).
+StructuredOutput from_schema_field(const ordered_json& v, const std::string& param) {
+  if (!v.is_string()) return from_schema(v, param);
+  const ordered_json schema = parse_json_bounded_or_discarded<ordered_json>(v.get_ref<const std::string&>());
+  if (schema.is_discarded()) {
+    bad(param, "is not JSON, or nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  return from_schema(schema, param);
 }
 
 StructuredOutput from_regex(const ordered_json& v, const std::string& param) {
@@ -75,9 +87,7 @@ std::optional<StructuredOutput> parse_structured_output(const ordered_json& body
   if (const ordered_json* so = field(body, "structured_outputs")) {
     if (!so->is_object()) bad("structured_outputs", "must be an object");
     if (const ordered_json* v = field(*so, "json")) {
-      asked.push_back(v->is_string() ? from_schema(ordered_json::parse(v->get<std::string>(), nullptr, false),
-                                                   "structured_outputs.json")
-                                     : from_schema(*v, "structured_outputs.json"));
+      asked.push_back(from_schema_field(*v, "structured_outputs.json"));
     }
     if (const ordered_json* v = field(*so, "regex"))
       asked.push_back(from_regex(*v, "structured_outputs.regex"));
@@ -92,9 +102,7 @@ std::optional<StructuredOutput> parse_structured_output(const ordered_json& body
     }
   }
   if (const ordered_json* v = field(body, "guided_json")) {
-    asked.push_back(v->is_string() ? from_schema(ordered_json::parse(v->get<std::string>(), nullptr, false),
-                                                 "guided_json")
-                                   : from_schema(*v, "guided_json"));
+    asked.push_back(from_schema_field(*v, "guided_json"));
   }
   if (const ordered_json* v = field(body, "guided_regex")) asked.push_back(from_regex(*v, "guided_regex"));
   if (const ordered_json* v = field(body, "guided_choice")) asked.push_back(from_choice(*v, "guided_choice"));

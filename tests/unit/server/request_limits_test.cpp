@@ -104,6 +104,24 @@ TEST(RequestLimits, ToolSchemaSize) {
   EXPECT_NE(msg.find("--max-tool-schema-bytes"), std::string::npos) << msg;
 }
 
+TEST(RequestLimits, SchemaTextNestedTooDeepIsA400) {
+  // A schema as JSON text is parsed bounded: 100 000 nested objects in a string overflowed the stack
+  // when the schema was dumped (SIGSEGV from one request).
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "{\"a\":";
+  deep += "{}" + std::string(100000, '}');
+  for (const char* where : {"guided_json", "structured_outputs"}) {
+    ordered_json b = base();
+    if (std::string(where) == "guided_json")
+      b["guided_json"] = deep;
+    else
+      b["structured_outputs"] = {{"json", deep}};
+    std::string param, msg;
+    EXPECT_EQ(chat_status(b, RequestLimits{}, &param, &msg), 400) << where;
+    EXPECT_NE(msg.find("deeper than 128 levels"), std::string::npos) << msg;
+  }
+}
+
 TEST(RequestLimits, LogitBiasSizeAndVocabulary) {
   RequestLimits lim;
   lim.max_logit_bias = 2;
