@@ -48,6 +48,28 @@ test('JSON nested 100000 deep is a 400 on every JSON route, and the server lives
   assert.equal(good.choices.length, 1);
 });
 
+test('a schema given as JSON text nested 100000 deep is a 400; an object of 200000 keys is parsed', async () => {
+  // vLLM's guided_json / structured_outputs.json take a schema as text: it was parsed unbounded and then
+  // dumped recursively, so this one request was a SIGSEGV.
+  const deep = '{"a":'.repeat(100000) + '{}' + '}'.repeat(100000);
+  for (const [path, extra] of [
+    ['/v1/completions', { prompt: 'hi', guided_json: deep }],
+    ['/v1/chat/completions', { messages: ok.messages, structured_outputs: { json: deep } }],
+  ]) {
+    const r = await postJson(`${server.url}${path}`, { model: 'spark-test', max_tokens: 2, ...extra });
+    const e = assertOpenAIError(r, 400, path);
+    assert.match(e.message, /deeper than 128 levels/);
+  }
+  // nlohmann's ordered parser scanned an object's members for each new key: this 2.5 MB body took about
+  // 45 s of a core. The bounded parse appends members (tests/unit/util/bounded_json_test.cpp).
+  const wide = {};
+  for (let i = 0; i < 200000; i++) wide[`k${i}`] = i;
+  const r = await postJson(`${server.url}/v1/chat/completions`, { ...ok, chat_template_kwargs: wide });
+  assert.equal(r.status, 200, r.text);
+  const good = await client.chat.completions.create(ok);
+  assert.equal(good.choices.length, 1);
+});
+
 test('each cap is a 400 naming its parameter; the value at the cap is accepted', async () => {
   const cases = [
     ['n', { n: 3 }, { n: 4 }],
