@@ -128,6 +128,11 @@ void parse_common(const ordered_json& body, const RequestLimits& limits, const G
   }
   r.n = static_cast<int>(integer(body, "n", 1, 1, limits.max_n));
   r.structured = parse_structured_output(body);
+  if (r.structured && r.structured->spec.size() > static_cast<size_t>(limits.max_structured_output_bytes)) {
+    bad(r.structured->param, "is " + std::to_string(r.structured->spec.size()) + " bytes; at most " +
+                                 std::to_string(limits.max_structured_output_bytes) +
+                                 " are allowed (--max-structured-output-bytes)");
+  }
   r.stream = boolean(body, "stream", false);
   if (const ordered_json* so = field(body, "stream_options")) {
     if (!so->is_object()) bad("stream_options", "must be an object");

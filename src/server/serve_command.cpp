@@ -240,6 +240,10 @@ std::function<int()> add_serve_options(CLI::App& app) {
                  "Largest tool definition (name, description, parameters) as JSON, in bytes")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--max-structured-output-bytes", lim.max_structured_output_bytes,
+                 "Largest structured output (response_format schema as JSON, regex or choices), in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--max-logit-bias", lim.max_logit_bias, "Most 'logit_bias' (and 'stop_token_ids') entries")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 24));

@@ -104,6 +104,30 @@ TEST(RequestLimits, ToolSchemaSize) {
   EXPECT_NE(msg.find("--max-tool-schema-bytes"), std::string::npos) << msg;
 }
 
+TEST(RequestLimits, StructuredOutputSize) {
+  RequestLimits lim;
+  lim.max_structured_output_bytes = 200;
+  ordered_json b = base();
+  ordered_json schema = {{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}};
+  b["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", schema}}}};
+  EXPECT_EQ(chat_status(b, lim), 200);
+  for (int i = 0; i < 20; ++i) schema["properties"]["p" + std::to_string(i)] = {{"type", "integer"}};
+  b["response_format"]["json_schema"]["schema"] = schema;
+  std::string param, msg;
+  EXPECT_EQ(chat_status(b, lim, &param, &msg), 400);
+  EXPECT_EQ(param, "response_format.json_schema.schema");
+  EXPECT_NE(msg.find("--max-structured-output-bytes"), std::string::npos) << msg;
+  // vLLM's forms are held to the same bound: a regex, and a schema given as JSON text.
+  b.erase("response_format");
+  b["structured_outputs"] = {{"regex", std::string(201, 'a')}};
+  EXPECT_EQ(chat_status(b, lim, &param), 400);
+  EXPECT_EQ(param, "structured_outputs.regex");
+  b.erase("structured_outputs");
+  b["guided_json"] = schema.dump();
+  EXPECT_EQ(chat_status(b, lim, &param), 400);
+  EXPECT_EQ(param, "guided_json");
+}
+
 TEST(RequestLimits, SchemaTextNestedTooDeepIsA400) {
   // A schema as JSON text is parsed bounded: 100 000 nested objects in a string overflowed the stack
   // when the schema was dumped (SIGSEGV from one request).
