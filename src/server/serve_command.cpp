@@ -68,6 +68,7 @@ int run_server(ServerOptions o) {
                                                    static_cast<size_t>(o.responses_store_max_bytes));
   set_grammar_cache_limits(static_cast<size_t>(o.grammar_cache_max_count),
                            static_cast<size_t>(o.grammar_cache_max_bytes));
+  set_grammar_compile_limit(static_cast<size_t>(o.max_grammar_compiles));
   HttpServer http(*ctx);
   const int port = http.bind();
   if (ctx->options.served_by.empty()) {
@@ -261,6 +262,12 @@ std::function<int()> add_serve_options(CLI::App& app) {
          "Most compiled grammars (structured outputs, tool calls) kept for reuse (least recently used go)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  app.add_option(
+         "--max-grammar-compiles", o->max_grammar_compiles,
+         "Grammar compiles (structured outputs, strict tools) run at once, before their requests queue; "
+         "4 times as many wait, and past that a request is a 429 (default: half the cores, 1 to 8)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   app.add_option("--grammar-cache-max-bytes", o->grammar_cache_max_bytes,
                  "Most bytes the kept grammars hold, their mask caches included (measured at each insertion)")
       ->capture_default_str()

@@ -44,6 +44,7 @@ struct ServerOptions {
   int64_t responses_store_max_count = 1000;      // stored /v1/responses objects (0: no store)
   int64_t responses_store_max_bytes = 64 << 20;  // their JSON bytes (0: no store)
   int64_t grammar_cache_max_count = static_cast<int64_t>(kDefaultGrammarCacheCount);
+  int64_t max_grammar_compiles = static_cast<int64_t>(default_grammar_compiles());
   int64_t grammar_cache_max_bytes = static_cast<int64_t>(kDefaultGrammarCacheBytes);
   EngineOptions engine;
 };

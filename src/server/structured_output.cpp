@@ -1,6 +1,8 @@
 #include "server/structured_output.h"
 
+#include <algorithm>
 #include <functional>
+#include <thread>
 
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -8,6 +10,7 @@
 #include "server/api_error.h"
 #include "server/request_fields.h"
 #include "spark/error.h"
+#include "util/admission_gate.h"
 #include "util/bounded_json.h"
 #include "util/lru_cache.h"
 
@@ -163,6 +166,29 @@ GrammarCache& cache() {
   return c;
 }
 
+util::AdmissionGate& compile_gate() {
+  static util::AdmissionGate g(default_grammar_compiles(),
+                               kGrammarCompileQueuePerPlace * default_grammar_compiles());
+  return g;
+}
+
+// A cached grammar, or one compiled under the gate: the cache is asked again once a place is free, since
+// the requests ahead may have compiled the same spec.
+std::shared_ptr<const grammar::CompiledGrammar> cached_or_compiled(
+    const std::string& key, const std::function<std::shared_ptr<const grammar::CompiledGrammar>()>& compile) {
+  if (auto g = cache().get(key)) return g;
+  auto ticket = compile_gate().enter();
+  if (!ticket) {
+    throw ApiError(
+        429, "rate_limit_error",
+        "too many grammar compiles are waiting (structured outputs or strict tools); retry shortly");
+  }
+  if (auto g = cache().get(key)) return g;
+  auto compiled = compile();
+  cache().put(key, compiled);
+  return compiled;
+}
+
 }  // namespace
 
 GrammarCacheStats grammar_cache_stats() {
@@ -173,11 +199,19 @@ void set_grammar_cache_limits(size_t max_grammars, size_t max_bytes) {
   cache().set_limits(max_grammars, max_bytes);
 }
 
+size_t default_grammar_compiles() {
+  // As vLLM's structured-output workers: half the cores, 1 to 8.
+  return std::clamp<size_t>(std::thread::hardware_concurrency() / 2, 1, 8);
+}
+
+void set_grammar_compile_limit(size_t concurrent) {
+  compile_gate().set_limits(concurrent, kGrammarCompileQueuePerPlace * concurrent);
+}
+
 std::shared_ptr<const grammar::CompiledGrammar> compile_structured_output(
     const StructuredOutput& so, const std::shared_ptr<const grammar::TokenVocab>& vocab) {
   const std::string key = std::to_string(reinterpret_cast<uintptr_t>(vocab.get())) + "\x1f" +
                           std::to_string(static_cast<int>(so.kind)) + "\x1f" + so.spec;
-  if (auto g = cache().get(key)) return g;
   // Generation wants few whitespace bytes: runs of at most 2 keep a random model's output short.
   grammar::JsonSchemaOptions options;
   options.max_whitespace = 2;
@@ -194,9 +228,9 @@ std::shared_ptr<const grammar::CompiledGrammar> compile_structured_output(
     }
     return grammar::choice_grammar(so.choices);
   };
-  auto compiled = compile_checked(build, vocab, "'" + so.param + "' cannot be enforced: ", so.param);
-  cache().put(key, compiled);
-  return compiled;
+  return cached_or_compiled(key, [&] {
+    return compile_checked(build, vocab, "'" + so.param + "' cannot be enforced: ", so.param);
+  });
 }
 
 std::shared_ptr<const grammar::CompiledGrammar> compile_tool_call_grammar(
@@ -228,15 +262,14 @@ std::shared_ptr<const grammar::CompiledGrammar> compile_tool_call_grammar(
   std::string key = std::to_string(reinterpret_cast<uintptr_t>(vocab.get())) + "\x1ftools\x1f" +
                     (forced ? "F" : "A") + (parallel ? "P" : "1");
   for (const auto& t : list) key += "\x1f" + t.name + (t.schema ? "\x1e" + t.parameters.dump() : "");
-  if (auto g = cache().get(key)) return g;
   grammar::ToolCallGrammarOptions options;
   options.free_text = !forced;
   options.parallel = parallel;
   options.json.max_whitespace = 2;  // as for structured outputs: few whitespace bytes
-  auto compiled = compile_checked([&list, &options] { return grammar::tool_call_grammar(list, options); },
-                                  vocab, "cannot constrain decoding to these tools: ", "tools");
-  cache().put(key, compiled);
-  return compiled;
+  return cached_or_compiled(key, [&] {
+    return compile_checked([&list, &options] { return grammar::tool_call_grammar(list, options); }, vocab,
+                           "cannot constrain decoding to these tools: ", "tools");
+  });
 }
 
 }  // namespace spark
