@@ -238,7 +238,8 @@ TEST(JsonSchemaGrammar, LongListsCompileInLinearTime) {
   EXPECT_TRUE(grammar_matches(listed, "7"));
   EXPECT_FALSE(grammar_matches(listed, R"("v20000")"));
   // The enum beside other keywords: values failing them drop out.
-  const Grammar typed = compile_json_schema(R"({"type": "string", "maxLength": 2, "enum": [)" + values + "]}");
+  const Grammar typed =
+      compile_json_schema(R"({"type": "string", "maxLength": 2, "enum": [)" + values + "]}");
   EXPECT_TRUE(grammar_matches(typed, R"("v9")"));
   EXPECT_FALSE(grammar_matches(typed, R"("v10")"));
   const Grammar merged = compile_json_schema(R"({"allOf": [{"enum": [)" + values +

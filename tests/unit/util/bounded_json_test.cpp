@@ -95,16 +95,28 @@ std::string bounded_ordered(const std::string& text) {
 std::string random_json(std::mt19937& rng, int depth) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   switch (depth > 4 ? pick(6) : pick(8)) {
-    case 0: return "null";
-    case 1: return pick(2) ? "true" : "false";
+    case 0:
+      return "null";
+    case 1:
+      return pick(2) ? "true" : "false";
     case 2: {
-      static const char* numbers[] = {"0", "-1", "18446744073709551615", "-9223372036854775808", "1.5e3",
-                                      "-0.0", "1e400", "123456789012345678901234567890", "2.5E-3"};
+      static const char* numbers[] = {"0",
+                                      "-1",
+                                      "18446744073709551615",
+                                      "-9223372036854775808",
+                                      "1.5e3",
+                                      "-0.0",
+                                      "1e400",
+                                      "123456789012345678901234567890",
+                                      "2.5E-3"};
       return numbers[pick(9)];
     }
-    case 3: return pick(2) ? "\"a\\u00e9\\n\"" : "\"\\ud83d\\ude00 x\"";
-    case 4: return "\"s" + std::to_string(pick(100)) + "\"";
-    case 5: return "\"\"";
+    case 3:
+      return pick(2) ? "\"a\\u00e9\\n\"" : "\"\\ud83d\\ude00 x\"";
+    case 4:
+      return "\"s" + std::to_string(pick(100)) + "\"";
+    case 5:
+      return "\"\"";
     case 6: {
       std::string a = "[";
       for (int i = 0, n = pick(5); i < n; ++i) a += (i ? "," : "") + random_json(rng, depth + 1);
@@ -114,7 +126,8 @@ std::string random_json(std::mt19937& rng, int depth) {
       std::string o = "{";
       const int keys = pick(2) ? 4 : 40;
       for (int i = 0, n = pick(2) ? pick(6) : pick(60); i < n; ++i) {
-        o += (i ? ", " : " ") + std::string("\"k") + std::to_string(pick(keys)) + "\": " + random_json(rng, depth + 1);
+        o += (i ? ", " : " ") + std::string("\"k") + std::to_string(pick(keys)) +
+             "\": " + random_json(rng, depth + 1);
       }
       return o + "}";
     }
@@ -149,7 +162,8 @@ TEST(BoundedJson, OrderedObjectOfManyKeysKeepsOrderAndRepeats) {
   // 200 000 keys: nlohmann's parser scans the members for each key (44 s of a core for this text); the
   // bounded parse appends them. The last key repeats the first: first place, last value.
   std::string text = "{";
-  for (int i = 0; i < 200000; ++i) text += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
+  for (int i = 0; i < 200000; ++i)
+    text += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
   text += ",\"k0\":-1}";
   const auto j = parse_json_bounded<nlohmann::ordered_json>(text);
   ASSERT_EQ(j.size(), 200000u);
