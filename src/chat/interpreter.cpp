@@ -65,36 +65,11 @@ std::string one_line(const std::string& s) {
 }  // namespace
 
 const Value* Scope::find_local(std::string_view name) const {
-  if (!index.empty()) {
-    const auto it = index.find(name);
-    return it == index.end() ? nullptr : &vars[it->second].second;
-  }
-  for (const auto& [key, value] : vars) {
-    if (key == name) return &value;
-  }
-  return nullptr;
+  return index.find(vars, name);
 }
 
 void Scope::set(const std::string& name, Value value) {
-  if (index.empty()) {
-    for (auto& entry : vars) {
-      if (entry.first == name) {
-        entry.second = std::move(value);
-        return;
-      }
-    }
-    vars.emplace_back(name, std::move(value));
-    if (vars.size() > kScanVars) {
-      for (size_t i = 0; i < vars.size(); ++i) index.emplace(vars[i].first, i);
-    }
-    return;
-  }
-  const auto [it, added] = index.emplace(name, vars.size());
-  if (added) {
-    vars.emplace_back(name, std::move(value));
-  } else {
-    vars[it->second].second = std::move(value);
-  }
+  index.set(vars, name, std::move(value));
 }
 
 Interpreter::Interpreter(const Program& program, const RenderLimits& limits)

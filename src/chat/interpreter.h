@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -27,14 +26,7 @@ struct RenderLimits {
 struct Scope {
   std::shared_ptr<Scope> parent;
   std::vector<std::pair<std::string, Value>> vars;
-  // Positions in `vars` once it holds more than kScanVars names: a request's chat_template_kwargs become
-  // the render context's names, and 200 000 of them cost a scan each (35 s of a core for one request).
-  struct NameHash {
-    using is_transparent = void;  // find() by string_view without a string
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, size_t, NameHash, std::equal_to<>> index;
-  static constexpr size_t kScanVars = 16;
+  NameIndex index;  // a request's chat_template_kwargs become the render context's names
 
   const Value* find_local(std::string_view name) const;
   void set(const std::string& name, Value value);

@@ -78,22 +78,12 @@ void append_dict_repr(const DictData& d, std::string& out, int level) {
 
 }  // namespace
 
-// Dicts in chat templates are small (message fields, tool schemas): a linear scan beats hashing.
 const Value* DictData::find(std::string_view key) const {
-  for (const auto& entry : entries_) {
-    if (entry.first == key) return &entry.second;
-  }
-  return nullptr;
+  return index_.find(entries_, key);
 }
 
 void DictData::set(std::string key, Value value) {
-  for (auto& entry : entries_) {
-    if (entry.first == key) {
-      entry.second = std::move(value);
-      return;
-    }
-  }
-  entries_.emplace_back(std::move(key), std::move(value));
+  index_.set(entries_, std::move(key), std::move(value));
 }
 
 Value Value::undefined(std::string message) {

@@ -48,7 +48,7 @@ test('JSON nested 100000 deep is a 400 on every JSON route, and the server lives
   assert.equal(good.choices.length, 1);
 });
 
-test('a schema given as JSON text nested 100000 deep is a 400; an object of 200000 keys is parsed', async () => {
+test('a schema given as JSON text nested 100000 deep is a 400; objects of 200000 keys are parsed and rendered', async () => {
   // vLLM's guided_json / structured_outputs.json take a schema as text: it was parsed unbounded and then
   // dumped recursively, so this one request was a SIGSEGV.
   const deep = '{"a":'.repeat(100000) + '{}' + '}'.repeat(100000);
@@ -66,6 +66,13 @@ test('a schema given as JSON text nested 100000 deep is a 400; an object of 2000
   for (let i = 0; i < 200000; i++) wide[`k${i}`] = i;
   const r = await postJson(`${server.url}/v1/chat/completions`, { ...ok, chat_template_kwargs: wide });
   assert.equal(r.status, 200, r.text);
+  // The same keys as a tool call's arguments become a template dict (46 s of a core in DictData::set): the
+  // answer is the context-length 400, at once.
+  const call = { id: 'c1', type: 'function', function: { name: 'f', arguments: JSON.stringify(wide) } };
+  const withCall = { ...ok, messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: null, tool_calls: [call] },
+                                       { role: 'tool', tool_call_id: 'c1', content: 'ok' }] };
+  const e = assertOpenAIError(await postJson(`${server.url}/v1/chat/completions`, withCall), 400, 'wide arguments');
+  assert.match(e.message, /maximum context length/);
   const good = await client.chat.completions.create(ok);
   assert.equal(good.choices.length, 1);
 });
