@@ -169,22 +169,21 @@ class Engine::Impl {
     if (thread_.joinable()) thread_.join();
   }
 
-  std::shared_ptr<RequestHandle> submit(GenerationRequest req) {
+  void check(const std::vector<int32_t>& prompt, const SamplingParams& p) {
     const ModelConfig& c = model_->config();
     auto reject = [&](EngineRejection::Kind kind, const std::string& msg) {
       std::lock_guard<std::mutex> lock(stats_mu_);
       ++stats_.requests_rejected;
       throw EngineRejection(kind, msg);
     };
-    if (req.prompt.empty()) reject(EngineRejection::Kind::kInvalid, "the prompt is empty");
-    for (int32_t t : req.prompt) {
+    if (prompt.empty()) reject(EngineRejection::Kind::kInvalid, "the prompt is empty");
+    for (int32_t t : prompt) {
       if (t < 0 || t >= c.vocab_size) {
         reject(EngineRejection::Kind::kInvalid, "token id " + std::to_string(t) +
                                                     " is outside the vocabulary (size " +
                                                     std::to_string(c.vocab_size) + ")");
       }
     }
-    const SamplingParams& p = req.params;
     if (p.max_tokens < 1) reject(EngineRejection::Kind::kInvalid, "max_tokens must be at least 1");
     if (!(p.temperature >= 0.0f)) reject(EngineRejection::Kind::kInvalid, "temperature must be >= 0");
     if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
@@ -194,12 +193,12 @@ class Engine::Impl {
       reject(EngineRejection::Kind::kInvalid, "min_p must be in [0, 1]");
     if (!(p.repetition_penalty > 0.0f))
       reject(EngineRejection::Kind::kInvalid, "repetition_penalty must be > 0");
-    const int64_t total = static_cast<int64_t>(req.prompt.size()) + p.max_tokens;
+    const int64_t total = static_cast<int64_t>(prompt.size()) + p.max_tokens;
     if (total > model_->max_model_len()) {
       reject(EngineRejection::Kind::kTooLong, "this model's maximum context length is " +
                                                   std::to_string(model_->max_model_len()) + " tokens, but " +
                                                   std::to_string(total) + " were requested (" +
-                                                  std::to_string(req.prompt.size()) + " in the prompt, " +
+                                                  std::to_string(prompt.size()) + " in the prompt, " +
                                                   std::to_string(p.max_tokens) + " to generate)");
     }
     const int64_t pages = kv_pool_.ring_pages() + (total + opt_.block_size - 1) / opt_.block_size;
@@ -209,7 +208,11 @@ class Engine::Impl {
                  std::to_string(total) + " tokens) but the whole cache is " +
                  std::to_string(kv_pool_.bytes_allocated()) + " bytes (--kv-cache-memory-bytes)");
     }
+  }
 
+  std::shared_ptr<RequestHandle> submit(GenerationRequest req) {
+    check(req.prompt, req.params);
+    const SamplingParams& p = req.params;
     auto seq = std::make_unique<Sequence>();
     seq->state = std::make_shared<RequestState>();
     seq->state->prompt_tokens = static_cast<int64_t>(req.prompt.size());
@@ -674,6 +677,9 @@ Engine::Engine(std::shared_ptr<SparkModel> model, const EngineOptions& options)
 Engine::~Engine() = default;
 std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest request) {
   return impl_->submit(std::move(request));
+}
+void Engine::check(const std::vector<int32_t>& prompt, const SamplingParams& params) {
+  impl_->check(prompt, params);
 }
 EngineStats Engine::stats() const {
   return impl_->stats();

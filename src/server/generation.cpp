@@ -73,6 +73,15 @@ void submit_all(Generation& g, const CommonRequest& common, const std::vector<in
   }
 }
 
+void check_before_preparing(const ServerContext& ctx, const std::vector<int32_t>& prompt,
+                            const SamplingParams& params) {
+  try {
+    ctx.engine->check(prompt, params);
+  } catch (const EngineRejection& e) {
+    throw rejection_error(e);
+  }
+}
+
 int default_max_tokens(const ServerContext& ctx, size_t prompt_len, const std::string& param) {
   const int64_t room = ctx.model->max_model_len() - static_cast<int64_t>(prompt_len);
   if (room < 1) {

@@ -172,6 +172,11 @@ void submit_all(Generation& g, const CommonRequest& common, const std::vector<in
                 const std::function<std::shared_ptr<LogitsProcessor>()>& make_processor,
                 const std::function<ChoiceConfig()>& make_config, bool thinking = false);
 
+// The engine's checks of a prompt and its parameters (context length, KV budget, ranges) before the
+// request's grammars compile, so a prompt that can never run is a 400 without seconds of compiling first.
+void check_before_preparing(const ServerContext& ctx, const std::vector<int32_t>& prompt,
+                            const SamplingParams& params);
+
 // max_tokens for a request that gives none: what is left of the context, capped by --default-max-tokens or
 // generation_config.json. A prompt that fills the context: ApiError 400 naming `param`.
 int default_max_tokens(const ServerContext& ctx, size_t prompt_len, const std::string& param = "messages");

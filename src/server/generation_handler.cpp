@@ -92,6 +92,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   const bool calls_enabled = !r.tools.is_null() && r.tool_choice != ToolChoiceMode::kNone;
   const nlohmann::json tools = r.tools.is_null() ? nlohmann::json() : nlohmann::json::parse(r.tools.dump());
   const int eos = ctx.model->config().eos_token_id;
+  check_before_preparing(ctx, prompt.ids, r.sampling);
   const auto grammar = r.structured ? compile_structured_output(*r.structured, ctx.grammar_vocab) : nullptr;
   submit_all(
       *g, r, prompt.ids,
@@ -219,6 +220,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
 
   auto g = std::make_shared<Generation>(ctx);
   g->prompt_ids = ids;
+  check_before_preparing(ctx, ids, r.sampling);
   const auto grammar = r.structured ? compile_structured_output(*r.structured, ctx.grammar_vocab) : nullptr;
   const int eos = ctx.model->config().eos_token_id;
   submit_all(

@@ -256,6 +256,7 @@ void handle_responses_create(ServerContext& ctx, const httplib::Request& req, ht
   const nlohmann::json tools =
       chat.tools.is_null() ? nlohmann::json() : nlohmann::json::parse(chat.tools.dump());
   const int eos = ctx.model->config().eos_token_id;
+  check_before_preparing(ctx, prompt.ids, chat.sampling);
   const auto grammar =
       chat.structured ? compile_structured_output(*chat.structured, ctx.grammar_vocab) : nullptr;
   submit_all(

@@ -77,6 +77,22 @@ test('a schema given as JSON text nested 100000 deep is a 400; objects of 200000
   assert.equal(good.choices.length, 1);
 });
 
+test('a prompt that can never run is refused before its grammars compile', async () => {
+  // The tool-call grammar of this schema is refused as too large after a second of compiling; with a
+  // prompt past the context the answer is the context-length 400, before any compiling (a 6 MB request of
+  // strict tools used to compile for 17 s first).
+  const big = { type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'string', pattern: '(a{1000}){1000}' } }, required: ['a'] } } };
+  const forced = { ...ok, tools: [big], tool_choice: 'required' };
+  let e = assertOpenAIError(await postJson(`${server.url}/v1/chat/completions`, forced), 400, 'grammar');
+  assert.match(e.message, /cannot constrain decoding to these tools/);
+  const long = { ...forced, messages: [{ role: 'user', content: 'word '.repeat(100000) }] };
+  e = assertOpenAIError(await postJson(`${server.url}/v1/chat/completions`, long), 400, 'long');
+  assert.match(e.message, /maximum context length/);
+  const longSchema = { model: 'spark-test', prompt: 'word '.repeat(100000), max_tokens: 2, structured_outputs: { regex: '(a{1000}){1000}' } };
+  e = assertOpenAIError(await postJson(`${server.url}/v1/completions`, longSchema), 400, 'long completion');
+  assert.match(e.message, /maximum context length/);
+});
+
 test('each cap is a 400 naming its parameter; the value at the cap is accepted', async () => {
   const cases = [
     ['n', { n: 3 }, { n: 4 }],
