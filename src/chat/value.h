@@ -78,9 +78,10 @@ class NameIndex {
       *slot = std::forward<V>(value);
       return;
     }
-    if (!pos_.empty()) pos_.emplace(name, pairs.size());
     pairs.emplace_back(std::move(name), std::forward<V>(value));
-    if (pos_.empty() && pairs.size() > kScanNames) {
+    if (!pos_.empty()) {
+      pos_.emplace(pairs.back().first, pairs.size() - 1);
+    } else if (pairs.size() > kScanNames) {
       for (size_t i = 0; i < pairs.size(); ++i) pos_.emplace(pairs[i].first, i);
     }
   }

@@ -204,8 +204,8 @@ size_t default_grammar_compiles() {
   return std::clamp<size_t>(std::thread::hardware_concurrency() / 2, 1, 8);
 }
 
-void set_grammar_compile_limit(size_t concurrent) {
-  compile_gate().set_limits(concurrent, kGrammarCompileQueuePerPlace * concurrent);
+void set_grammar_compile_limits(size_t concurrent, size_t waiting) {
+  compile_gate().set_limits(concurrent, waiting);
 }
 
 std::shared_ptr<const grammar::CompiledGrammar> compile_structured_output(

@@ -37,11 +37,11 @@ GrammarCacheStats grammar_cache_stats();
 void set_grammar_cache_limits(size_t max_grammars, size_t max_bytes);
 
 // Grammar compiles run on the request's thread before it queues (a large schema takes seconds of a core):
-// at most this many at once (--max-grammar-compiles), and at most kGrammarCompileQueuePerPlace times as
-// many waiting; a request past both is a 429. A cached grammar passes without waiting.
+// at most `concurrent` at once (--max-grammar-compiles) and `waiting` in line; a request past both is a
+// 429. A cached grammar passes without waiting.
 inline constexpr size_t kGrammarCompileQueuePerPlace = 4;
 size_t default_grammar_compiles();
-void set_grammar_compile_limit(size_t concurrent);
+void set_grammar_compile_limits(size_t concurrent, size_t waiting);
 
 // The compiled grammar (cached). A schema keyword or regex syntax the engine cannot enforce: ApiError 400
 // naming it.

@@ -61,7 +61,11 @@ class OrderedJsonBuilder {
   bool number_unsigned(Json::number_unsigned_t v) { return put(Json(v)); }
   bool number_float(Json::number_float_t v, const Json::string_t&) { return put(Json(v)); }
   bool string(Json::string_t& v) { return put(Json(std::move(v))); }
-  bool binary(Json::binary_t& v) { return put(Json::binary(std::move(v))); }
+  bool binary(Json::binary_t& v) {
+    const bool sub = v.has_subtype();
+    const auto subtype = v.subtype();
+    return put(sub ? Json::binary(std::move(v), subtype) : Json::binary(std::move(v)));
+  }
   bool start_object(std::size_t) { return open(Json::object()); }
   bool start_array(std::size_t) { return open(Json::array()); }
   bool end_object() { return close(); }
