@@ -26,7 +26,7 @@ struct RenderLimits {
 struct Scope {
   std::shared_ptr<Scope> parent;
   std::vector<std::pair<std::string, Value>> vars;
-  NameIndex index;  // a request's chat_template_kwargs become the render context's names
+  util::NameIndex index;  // a request's chat_template_kwargs become the render context's names
 
   const Value* find_local(std::string_view name) const;
   void set(const std::string& name, Value value);

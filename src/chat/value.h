@@ -11,10 +11,11 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include "util/name_index.h"
 
 namespace spark::jinja {
 
@@ -52,48 +53,6 @@ struct ListData {
 };
 
 // An insertion-ordered str -> value map (JSON objects and dict literals; Python dicts keep insertion order).
-// Where each name sits in a vector of (name, value) pairs, once it holds more than kScanNames: template
-// dicts and scopes are small, where a scan beats hashing, but a request can bring 200 000 names (tool-call
-// arguments, chat_template_kwargs), and a scan per name made one such request take 35-46 s of a core.
-class NameIndex {
- public:
-  static constexpr size_t kScanNames = 16;
-
-  template <class Pairs>
-  auto find(Pairs& pairs, std::string_view name) const -> decltype(&pairs.front().second) {
-    if (!pos_.empty()) {
-      const auto it = pos_.find(name);
-      return it == pos_.end() ? nullptr : &pairs[it->second].second;
-    }
-    for (auto& entry : pairs) {
-      if (entry.first == name) return &entry.second;
-    }
-    return nullptr;
-  }
-
-  // Replaces the value of `name`, or appends it.
-  template <class Pairs, class V>
-  void set(Pairs& pairs, std::string name, V&& value) {
-    if (auto* slot = find(pairs, name)) {
-      *slot = std::forward<V>(value);
-      return;
-    }
-    pairs.emplace_back(std::move(name), std::forward<V>(value));
-    if (!pos_.empty()) {
-      pos_.emplace(pairs.back().first, pairs.size() - 1);
-    } else if (pairs.size() > kScanNames) {
-      for (size_t i = 0; i < pairs.size(); ++i) pos_.emplace(pairs[i].first, i);
-    }
-  }
-
- private:
-  struct Hash {
-    using is_transparent = void;  // find() by string_view without a string
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, size_t, Hash, std::equal_to<>> pos_;
-};
-
 class DictData {
  public:
   const Value* find(std::string_view key) const;
@@ -105,7 +64,7 @@ class DictData {
  private:
   friend class Value;
   std::vector<std::pair<std::string, Value>> entries_;
-  NameIndex index_;
+  util::NameIndex index_;
   int depth_ = 1;  // set by Value::dict: 1 + the deepest value's nesting
 };
 
