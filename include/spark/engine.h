@@ -158,8 +158,9 @@ class Engine {
   // Queues a request. Throws EngineRejection when it can never run (too long for max_model_len or for
   // the whole KV budget, bad parameters) or the waiting queue is full.
   std::shared_ptr<RequestHandle> submit(GenerationRequest request);
-  // The checks submit() makes of a prompt and its parameters, without queueing: a request the engine can
-  // never run is refused before its costly preparation (a grammar compile).
+  // The checks submit() makes, without queueing: a request the engine can never run, or cannot take now
+  // (draining, queue full), is refused before its costly preparation (a grammar compile). submit() makes
+  // them again: admission can change in between, and the prompt checks are one pass over the tokens.
   void check(const std::vector<int32_t>& prompt, const SamplingParams& params);
   EngineStats stats() const;
   const EngineOptions& options() const;

@@ -208,6 +208,16 @@ class Engine::Impl {
                  std::to_string(total) + " tokens) but the whole cache is " +
                  std::to_string(kv_pool_.bytes_allocated()) + " bytes (--kv-cache-memory-bytes)");
     }
+    // Admission as it stands now (submit decides again under the same lock): a server that is draining or
+    // whose queue is full answers 503 / 429 before the request's costly preparation, not after it.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) throw EngineRejection(EngineRejection::Kind::kShuttingDown, "the server is shutting down");
+    if (queued_ >= opt_.max_queued_requests) reject(EngineRejection::Kind::kQueueFull, queue_full_message());
+  }
+
+  std::string queue_full_message() const {
+    return "the server's queue is full (" + std::to_string(opt_.max_queued_requests) +
+           " waiting requests); retry later";
   }
 
   std::shared_ptr<RequestHandle> submit(GenerationRequest req) {
@@ -231,9 +241,7 @@ class Engine::Impl {
       if (queued_ >= opt_.max_queued_requests) {
         std::lock_guard<std::mutex> slock(stats_mu_);
         ++stats_.requests_rejected;
-        throw EngineRejection(EngineRejection::Kind::kQueueFull,
-                              "the server's queue is full (" + std::to_string(opt_.max_queued_requests) +
-                                  " waiting requests); retry later");
+        throw EngineRejection(EngineRejection::Kind::kQueueFull, queue_full_message());
       }
       seq->id = next_id_++;
       ++queued_;

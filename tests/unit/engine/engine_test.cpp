@@ -414,10 +414,33 @@ TEST_F(EngineTest, QueueCapRefusesWithQueueFull) {
   } catch (const EngineRejection& e) {
     EXPECT_EQ(e.kind(), EngineRejection::Kind::kQueueFull);
   }
+  // check(), which the server runs before a grammar compile, says the same without queueing anything.
+  try {
+    engine.check(random_tokens(10, 14), greedy({}, 2).params);
+    ADD_FAILURE() << "check() must see the full queue";
+  } catch (const EngineRejection& e) {
+    EXPECT_EQ(e.kind(), EngineRejection::Kind::kQueueFull);
+  }
+  EXPECT_EQ(engine.stats().requests_rejected, 2);
   running->cancel();
   gate->open();
   EXPECT_EQ(collect(*q1).reason, FinishReason::kLength);
   EXPECT_EQ(collect(*q2).reason, FinishReason::kLength);
+  engine.check(random_tokens(10, 14), greedy({}, 2).params);  // room again
+}
+
+TEST_F(EngineTest, CheckRefusesWhileShuttingDown) {
+  Engine engine(*model_, options(4096, false));
+  const SamplingParams params = greedy({}, 2).params;
+  engine.check(random_tokens(10, 18), params);
+  engine.shutdown();
+  try {
+    engine.check(random_tokens(10, 18), params);
+    FAIL() << "a draining engine must refuse before the request is prepared";
+  } catch (const EngineRejection& e) {
+    EXPECT_EQ(e.kind(), EngineRejection::Kind::kShuttingDown);
+  }
+  EXPECT_THROW(engine.submit(greedy(random_tokens(10, 18), 2)), EngineRejection);
 }
 
 TEST_F(EngineTest, RequestsThatCanNeverFitAreRejectedAtOnce) {
