@@ -119,17 +119,11 @@ class HttpRouter : public httplib::Server {
   }
 };
 
-size_t http_worker_count(const ServerOptions& o) {
-  return static_cast<size_t>(std::min(512, o.engine.max_num_seqs + o.engine.max_queued_requests + 8));
-}
-
 HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique<HttpRouter>()) {
   httplib::Server& s = *server_;
   const ServerOptions& o = ctx.options;
   HttpFrontOptions fo;
-  // A streaming request holds a worker for its whole life: size the pool for everything the engine admits
-  // (running + queued) plus room for health checks and metrics scrapes. Connections waiting for a request
-  // (idle keep-alives, slow senders) hold no worker.
+  // Connections waiting for a request (idle keep-alives, slow senders) hold no worker.
   fo.workers = http_worker_count(o);
   fo.max_connections = o.max_connections;
   fo.max_header_bytes = kMaxHeaderBytes + 8 * 1024;  // headers + request line

@@ -15,9 +15,6 @@ namespace spark {
 class HttpFront;
 class HttpRouter;
 
-// Threads that run complete requests (a streaming request holds one for its whole life).
-size_t http_worker_count(const ServerOptions& o);
-
 class HttpServer {
  public:
   explicit HttpServer(ServerContext& ctx);

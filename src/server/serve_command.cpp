@@ -68,13 +68,7 @@ int run_server(ServerOptions o) {
                                                    static_cast<size_t>(o.responses_store_max_bytes));
   set_grammar_cache_limits(static_cast<size_t>(o.grammar_cache_max_count),
                            static_cast<size_t>(o.grammar_cache_max_bytes));
-  {
-    // Compiles running and waiting each hold an HTTP worker: together at most half of them, so a flood of
-    // costly schemas leaves the other half to requests that need no compile (and to /health).
-    const size_t half = std::max<size_t>(http_worker_count(o) / 2, 1);
-    const size_t running = std::min(static_cast<size_t>(o.max_grammar_compiles), half);
-    set_grammar_compile_limits(running, std::min(kGrammarCompileQueuePerPlace * running, half - running));
-  }
+  set_grammar_compile_limits(o);
   HttpServer http(*ctx);
   const int port = http.bind();
   if (ctx->options.served_by.empty()) {

@@ -1,7 +1,9 @@
 // Everything a request handler needs, built once at start-up.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -48,6 +50,12 @@ struct ServerOptions {
   int64_t grammar_cache_max_bytes = static_cast<int64_t>(kDefaultGrammarCacheBytes);
   EngineOptions engine;
 };
+
+// Threads that run complete requests (a streaming request holds one for its whole life): everything the
+// engine admits (running + queued) plus room for health checks and metrics scrapes.
+inline size_t http_worker_count(const ServerOptions& o) {
+  return static_cast<size_t>(std::min(512, o.engine.max_num_seqs + o.engine.max_queued_requests + 8));
+}
 
 struct ServerContext {
   ServerOptions options;

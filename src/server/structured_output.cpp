@@ -9,6 +9,7 @@
 #include "grammar/tool_call.h"
 #include "server/api_error.h"
 #include "server/request_fields.h"
+#include "server/server_context.h"
 #include "spark/error.h"
 #include "util/admission_gate.h"
 #include "util/bounded_json.h"
@@ -166,9 +167,22 @@ GrammarCache& cache() {
   return c;
 }
 
+struct CompileLimits {
+  size_t running;
+  size_t waiting;
+};
+
+CompileLimits compile_limits(const ServerOptions& o) {
+  // Compiles running and waiting each hold an HTTP worker: together at most half of them, so a flood of
+  // costly schemas leaves the other half to requests that need no compile (and to /health).
+  const size_t half = std::max<size_t>(http_worker_count(o) / 2, 1);
+  const size_t running = std::min(static_cast<size_t>(o.max_grammar_compiles), half);
+  return {running, std::min(kGrammarCompileQueuePerPlace * running, half - running)};
+}
+
 util::AdmissionGate& compile_gate() {
-  static util::AdmissionGate g(default_grammar_compiles(),
-                               kGrammarCompileQueuePerPlace * default_grammar_compiles());
+  static const CompileLimits initial = compile_limits(ServerOptions{});
+  static util::AdmissionGate g(initial.running, initial.waiting);
   return g;
 }
 
@@ -204,8 +218,9 @@ size_t default_grammar_compiles() {
   return std::clamp<size_t>(std::thread::hardware_concurrency() / 2, 1, 8);
 }
 
-void set_grammar_compile_limits(size_t concurrent, size_t waiting) {
-  compile_gate().set_limits(concurrent, waiting);
+void set_grammar_compile_limits(const ServerOptions& o) {
+  const CompileLimits l = compile_limits(o);
+  compile_gate().set_limits(l.running, l.waiting);
 }
 
 std::shared_ptr<const grammar::CompiledGrammar> compile_structured_output(

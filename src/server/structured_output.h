@@ -37,11 +37,13 @@ GrammarCacheStats grammar_cache_stats();
 void set_grammar_cache_limits(size_t max_grammars, size_t max_bytes);
 
 // Grammar compiles run on the request's thread before it queues (a large schema takes seconds of a core):
-// at most `concurrent` at once (--max-grammar-compiles) and `waiting` in line; a request past both is a
-// 429. A cached grammar passes without waiting.
+// at most o.max_grammar_compiles at once and 4 times as many in line, running and waiting together at most
+// half the HTTP workers; a request past both is a 429. A cached grammar passes without waiting. Until this
+// is called the limits are those of default ServerOptions.
+struct ServerOptions;
 inline constexpr size_t kGrammarCompileQueuePerPlace = 4;
 size_t default_grammar_compiles();
-void set_grammar_compile_limits(size_t concurrent, size_t waiting);
+void set_grammar_compile_limits(const ServerOptions& o);
 
 // The compiled grammar (cached). A schema keyword or regex syntax the engine cannot enforce: ApiError 400
 // naming it.
