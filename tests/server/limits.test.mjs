@@ -9,7 +9,7 @@ let server, client;
 before(async () => {
   server = await startServer(['--max-n', '3', '--max-stop-strings', '4', '--max-tools', '2',
                               '--max-tool-schema-bytes', '2000', '--max-logit-bias', '5',
-                              '--max-body-bytes', String(4 << 20)]);
+                              '--max-body-bytes', String(4 << 20), '--max-grammar-compiles', '1']);
   client = server.client();
 });
 after(async () => { await server.stop(); });
@@ -91,6 +91,27 @@ test('a prompt that can never run is refused before its grammars compile', async
   const longSchema = { model: 'spark-test', prompt: 'word '.repeat(100000), max_tokens: 2, structured_outputs: { regex: '(a{1000}){1000}' } };
   e = assertOpenAIError(await postJson(`${server.url}/v1/completions`, longSchema), 400, 'long completion');
   assert.match(e.message, /maximum context length/);
+});
+
+test('grammar compiles past --max-grammar-compiles and its queue are a 429 with Retry-After', async () => {
+  // One compile at a time and 4 waiting: of 8 distinct grammars sent at once (each compiles for about a
+  // second before it is refused as too large), at least 3 find no place. The server answers after.
+  const slow = (i) => ({ model: 'spark-test', prompt: 'hi', max_tokens: 2,
+                         structured_outputs: { regex: `${'b'.repeat(i + 1)}(a{1000}){1000}` } });
+  const answers = await Promise.all([...Array(8).keys()].map((i) => postJson(`${server.url}/v1/completions`, slow(i))));
+  const refused = answers.filter((r) => r.status === 429);
+  assert.ok(refused.length >= 3, answers.map((r) => r.status).join(' '));
+  for (const r of refused) {
+    const e = assertOpenAIError(r, 429, 'compile queue');
+    assert.equal(e.type, 'rate_limit_error');
+    assert.match(e.message, /too many grammar compiles are waiting/);
+    assert.equal(r.headers.get('retry-after'), '1');
+  }
+  for (const r of answers.filter((a) => a.status !== 429)) {
+    assert.match(assertOpenAIError(r, 400, 'compiled').message, /regex/);
+  }
+  const good = await client.chat.completions.create(ok);
+  assert.equal(good.choices.length, 1);
 });
 
 test('each cap is a 400 naming its parameter; the value at the cap is accepted', async () => {
