@@ -51,12 +51,16 @@ void submit_all(Generation& g, const CommonRequest& common, const std::vector<in
     const std::optional<int32_t> end = g.ctx.tokenizer->token_to_id("</think>");
     g.think_end = end.value_or(-1);
   }
+  // Every choice's processor first: making one may compile a grammar and fail (400, 429), and a request
+  // that fails must not have queued choices before it.
+  std::vector<std::shared_ptr<LogitsProcessor>> processors;
+  for (int i = 0; i < common.n; ++i) processors.push_back(make_processor());
   for (int i = 0; i < common.n; ++i) {
     GenerationRequest gr;
     gr.prompt = prompt;
     gr.params = common.sampling;
     if (gr.params.seed && i > 0) *gr.params.seed += static_cast<uint64_t>(i);  // choices differ, reproducibly
-    gr.processor = make_processor();
+    gr.processor = std::move(processors[static_cast<size_t>(i)]);
     try {
       g.handles.push_back(g.ctx.engine->submit(std::move(gr)));
     } catch (const EngineRejection& e) {
