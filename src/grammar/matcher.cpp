@@ -213,7 +213,8 @@ void WorkMeter::over() const {
 
 namespace {
 
-constexpr int kMaxExpandDepth = 256;
+// Frames one step may push: a deeper chain of calls that read nothing is unbounded left recursion.
+constexpr uint32_t kMaxPushedFrames = 256;
 
 // One byte step of a head set: closures after each head's byte edge, with calls pushed as frames and rule
 // ends popped. With `opaque_bottom`, frame 0 stands for an unknown stack: a return from it is only noted.
@@ -228,11 +229,18 @@ struct Stepper {
   bool popped = false;
   WorkMeter* meter = nullptr;
 
-  // Past a few heads, hash indexes of the heads in `out` and of the targets expanded already: a byte step
-  // of many heads (a pattern of many `.*`: each loop's closure holds the loops after it) cost heads^2
-  // closure entries times a linear scan of the heads.
+  // Past a few, hash indexes of the heads in `out` and of the (state, frame) pairs expanded already: a
+  // byte step of many heads (a pattern of many `.*`: each loop's closure holds the loops after it) cost
+  // heads^2 closure entries times a linear scan of the heads.
   static constexpr size_t kIndexFrom = 16;
   std::unordered_set<uint64_t> in_out{}, expanded{};
+  std::vector<uint64_t> expanded_few{};
+  std::vector<uint32_t> pushed_depth{};  // per frame pushed in this step: frames pushed in its chain
+  struct Pending {
+    uint32_t state, frame, next;  // next: the entry of the state's closure to read next
+  };
+  std::vector<Pending> pending{};
+
   static uint64_t key(uint32_t state, uint32_t frame) { return (uint64_t{state} << 32) | frame; }
 
   void add_head(uint32_t s, uint32_t f) {
@@ -250,39 +258,65 @@ struct Stepper {
     }
   }
 
+  // Whether (t, f) is expanded for the first time in this step. What an expansion adds depends on nothing
+  // else (the frame fixes the stack and the frames pushed above the step's start), so a second adds nothing.
+  bool first_expansion(uint32_t t, uint32_t f) {
+    const uint64_t k = key(t, f);
+    if (!expanded.empty()) return expanded.insert(k).second;
+    if (std::find(expanded_few.begin(), expanded_few.end(), k) != expanded_few.end()) return false;
+    expanded_few.push_back(k);
+    if (expanded_few.size() > kIndexFrom) expanded.insert(expanded_few.begin(), expanded_few.end());
+    return true;
+  }
+
+  uint32_t depth_of(uint32_t f) const { return f < frames_begin ? 0 : pushed_depth[f - frames_begin]; }
+
   uint32_t push_frame(uint32_t ret, uint32_t parent) {
     for (size_t i = frames_begin; i < frames.size(); ++i) {
       if (frames[i].ret == ret && frames[i].parent == parent) return static_cast<uint32_t>(i);
     }
     frames.push_back({ret, parent});
+    pushed_depth.push_back(depth_of(parent) + 1);
     return static_cast<uint32_t>(frames.size() - 1);
   }
 
-  void expand(uint32_t t, uint32_t f, int depth) {
-    if (depth > kMaxExpandDepth) return;  // unbounded left recursion: no byte is ever consumed down there
-    // A target met again under the same frame adds nothing (at depth 0 only: deeper, the depth cut may
-    // have shortened the first expansion).
-    if (depth == 0 && out.size() - out_begin >= kIndexFrom && !expanded.insert(key(t, f)).second) return;
+  void enter(uint32_t t, uint32_t f) {
+    if (!first_expansion(t, f)) return;
     const Grammar::State& ts = g.states[t];
     if (meter) meter->charge(1 + ts.closure_end - ts.closure_begin);
-    for (uint32_t k = ts.closure_begin; k < ts.closure_end; ++k) {
-      const uint32_t s = g.closure[k];
+    pending.push_back({t, f, ts.closure_begin});
+  }
+
+  // Adds the heads that state t under frame f reaches without reading a byte: through its closure, calls
+  // (a frame pushed unless it is a tail call) and rule ends (a frame popped). Depth first, with an explicit
+  // stack: a chain of calls that read nothing is as long as the grammar makes it (an object of 2 000
+  // optional properties skips each by calling the next; a recursion cut at 256 calls refused "{}").
+  void expand(uint32_t t, uint32_t f) {
+    enter(t, f);
+    while (!pending.empty()) {
+      Pending& p = pending.back();
+      if (p.next == g.states[p.state].closure_end) {
+        pending.pop_back();
+        continue;
+      }
+      const uint32_t s = g.closure[p.next++];
+      const uint32_t frame = p.frame;  // enter() may move `p`
       const Grammar::State& st = g.states[s];
-      if (st.edges_end > st.edges_begin) add_head(s, f);
+      if (st.edges_end > st.edges_begin) add_head(s, frame);
       if (st.call_rule >= 0) {
         const uint32_t start = g.rule_start[static_cast<size_t>(st.call_rule)];
         if (st.tail_call) {
-          expand(start, f, depth + 1);
-        } else {
-          expand(start, push_frame(st.call_next, f), depth + 1);
+          enter(start, frame);
+        } else if (depth_of(frame) < kMaxPushedFrames) {
+          enter(start, push_frame(st.call_next, frame));
         }
       }
       if (st.final) {
-        if (f == 0) {
+        if (frame == 0) {
           (opaque_bottom ? popped : accept) = true;
         } else {
-          const Frame fr = frames[f];
-          expand(fr.ret, fr.parent, depth + 1);
+          const Frame fr = frames[frame];
+          enter(fr.ret, fr.parent);
         }
       }
     }
@@ -423,7 +457,7 @@ struct CompiledGrammar::Walks {
     Stepper st{g, frames, out, 0, frames.size(), true, false, false, &meter};
     for (const Head& h : heads) {
       const int64_t t = g.next(h.state, rep[cls]);
-      if (t >= 0) st.expand(static_cast<uint32_t>(t), h.frame, 0);
+      if (t >= 0) st.expand(static_cast<uint32_t>(t), h.frame);
     }
     const uint32_t next = out.empty() ? 0 : intern(encode(out, frames)) + 1;
     const auto v = static_cast<int32_t>((next << 1) | (st.popped ? 1u : 0u));
@@ -1044,7 +1078,7 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
     : compiled_(std::move(grammar)), grammar_ptr_(&compiled_->grammar()) {
   frames_.push_back({0, 0});
   Stepper st{g(), frames_, heads_, 0, 1, false};
-  st.expand(g().rule_start[g().root_rule], 0, 0);
+  st.expand(g().rule_start[g().root_rule], 0);
   accepting_ = st.accept;
   collect_frames(heads_, frames_);
 }
@@ -1053,7 +1087,7 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar)
     : grammar_holder_(std::move(grammar)), grammar_ptr_(grammar_holder_.get()) {
   frames_.push_back({0, 0});
   Stepper st{g(), frames_, heads_, 0, 1, false};
-  st.expand(g().rule_start[g().root_rule], 0, 0);
+  st.expand(g().rule_start[g().root_rule], 0);
   accepting_ = st.accept;
   collect_frames(heads_, frames_);
 }
@@ -1070,7 +1104,7 @@ bool GrammarMatcher::advance(std::string_view bytes) {
     Stepper st{g(), frames, next, 0, frames.size(), false, false, false, &meter};
     for (const Head& h : heads) {
       const int64_t t = g().next(h.state, static_cast<uint8_t>(c));
-      if (t >= 0) st.expand(static_cast<uint32_t>(t), h.frame, 0);
+      if (t >= 0) st.expand(static_cast<uint32_t>(t), h.frame);
     }
     if (next.empty() && !st.accept) return false;
     accepting = st.accept;

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "spark/error.h"
@@ -590,6 +591,58 @@ namespace {
 
 // Budget steering: from any state, following restrict_to_shortest ends the grammar in exactly
 // min_completion_bytes() tokens, and the end token is then the only choice.
+TEST(GrammarMatcher, LongChainsOfCallsThatReadNothing) {
+  // r_i = 'a' + i | r_(i+1) (a tail call), ..., r_1999 = 'z': reaching r_1999's byte from r_0 takes 2 000
+  // calls that read nothing (an object's optional properties skip each other this way). A recursion cut
+  // at 256 calls refused every byte past it.
+  GrammarBuilder b;
+  constexpr int kRules = 2000;
+  std::vector<int> r;
+  for (int i = 0; i < kRules; ++i) r.push_back(b.new_rule("r" + std::to_string(i)));
+  for (int i = 0; i + 1 < kRules; ++i)
+    b.define(r[i], b.alt({b.seq({b.literal("a"), b.literal(std::to_string(i))}), b.call(r[i + 1])}));
+  b.define(r[kRules - 1], b.literal("z"));
+  const auto tail = std::make_shared<const Grammar>(compile_grammar(b, r[0]));
+  EXPECT_TRUE(grammar_matches(*tail, "a0"));
+  EXPECT_TRUE(grammar_matches(*tail, "a1998"));
+  EXPECT_TRUE(grammar_matches(*tail, "z"));
+  EXPECT_FALSE(grammar_matches(*tail, "a1999"));
+  const auto compiled = std::make_shared<const CompiledGrammar>(compile_grammar(b, r[0]), test_vocab());
+  EXPECT_EQ(GrammarMatcher(compiled).min_completion_bytes(), 1u);  // 'z'
+
+  // A byte after each call: every call pushes a frame, at most 256 in one step (deeper is taken for
+  // unbounded left recursion, below), so a chain of 250 such rules reads "z" and 249 'x'.
+  constexpr int kFramed = 250;
+  GrammarBuilder c;
+  std::vector<int> q;
+  for (int i = 0; i < kFramed; ++i) q.push_back(c.new_rule("q" + std::to_string(i)));
+  for (int i = 0; i + 1 < kFramed; ++i) c.define(q[i], c.seq({c.call(q[i + 1]), c.literal("x")}));
+  c.define(q[kFramed - 1], c.alt({c.literal("z"), c.empty()}));
+  const auto framed = std::make_shared<const Grammar>(compile_grammar(c, q[0]));
+  EXPECT_TRUE(grammar_matches(*framed, "z" + std::string(kFramed - 1, 'x')));
+  EXPECT_TRUE(grammar_matches(*framed, std::string(kFramed - 1, 'x')));
+  EXPECT_FALSE(grammar_matches(*framed, "z" + std::string(kFramed - 2, 'x')));
+}
+
+TEST(GrammarMatcher, RecursionThroughCallsThatReadNothingEnds) {
+  // a = a | 'y' (a tail call of itself) and l = l 'x' | 'y' (left recursion: each call pushes a frame, so
+  // it is cut after 256 frames a step; l accepts y followed by up to 256 x).
+  GrammarBuilder b;
+  const int a = b.new_rule("a");
+  b.define(a, b.alt({b.call(a), b.literal("y")}));
+  const auto self = std::make_shared<const Grammar>(compile_grammar(b, a));
+  EXPECT_TRUE(grammar_matches(*self, "y"));
+  EXPECT_FALSE(grammar_matches(*self, ""));
+  GrammarBuilder c;
+  const int l = c.new_rule("l");
+  c.define(l, c.alt({c.seq({c.call(l), c.literal("x")}), c.literal("y")}));
+  const auto left = std::make_shared<const Grammar>(compile_grammar(c, l));
+  EXPECT_TRUE(grammar_matches(*left, "y"));
+  EXPECT_TRUE(grammar_matches(*left, "yxxx"));
+  EXPECT_TRUE(grammar_matches(*left, "y" + std::string(256, 'x')));
+  EXPECT_FALSE(grammar_matches(*left, "x"));
+}
+
 TEST(GrammarMatcher, SteersToTheShortestCompletion) {
   const auto vocab = test_vocab();
   const std::string schema = R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 2},
