@@ -69,6 +69,9 @@ def cases(model):
         ("100 tools x 62 KB, required", *chat(tools=tools, tool_choice="required")),
         ("enum of 80k strings (1 MB)", *chat(response_format=schema({"enum": [f"v{i}" for i in range(80000)]}))),
         ("required of 80k names (1 MB)", *chat(response_format=schema({"type": "object", "required": [f"r{i}" for i in range(80000)]}))),
+        ("object of 4k optional properties (120 KB)", *chat(response_format=schema(
+            {"type": "object", "additionalProperties": False,
+             "properties": {f"k{i}": {"type": "integer"} for i in range(4000)}}))),
         ("regex (a{1000}){1000}", *chat(structured_outputs={"regex": "(a{1000}){1000}"})),
         ("choice of 100k strings", *chat(structured_outputs={"choice": [f"c{i}" for i in range(100000)]})),
         ("/v1/responses with 150k input items", "/v1/responses",

@@ -123,6 +123,13 @@ struct Grammar {
 // The heap bytes a compiled grammar holds.
 size_t grammar_bytes(const Grammar& grammar);
 
+// Per state, the fewest bytes that take it to the end of its rule (calls included), or kNoCompletion.
+inline constexpr uint32_t kNoCompletion = UINT32_MAX / 4;
+std::vector<uint32_t> completion_distances(const Grammar& grammar);
+
+// States are numbered in 31 bits.
+inline constexpr size_t kMaxGrammarStates = size_t{1} << 31;
+
 // Compiles `root` and every rule reachable from it. Throws spark::Error when an undefined rule is called or
 // the automaton would exceed `max_states`.
 Grammar compile_grammar(const GrammarBuilder& builder, int root, size_t max_states = 2'000'000);

@@ -1046,31 +1046,7 @@ const std::vector<uint32_t>& CompiledGrammar::distances() const {
   }
   std::unique_lock<std::shared_mutex> lock(mutex_);
   if (!distances_.empty()) return distances_;
-  constexpr uint32_t kInf = UINT32_MAX / 4;
-  const Grammar& g = grammar_;
-  std::vector<uint32_t> d(g.states.size(), kInf);
-  // Relaxation to a fixed point (calls make it recursive); every pass can only lower distances.
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t s = g.states.size(); s-- > 0;) {
-      uint32_t best = d[s];
-      const Grammar::State& st = g.states[s];
-      for (uint32_t k = st.closure_begin; k < st.closure_end; ++k) {
-        const uint32_t c = g.closure[k];
-        const Grammar::State& cs = g.states[c];
-        if (cs.final) best = 0;
-        for (uint32_t e = cs.edges_begin; e < cs.edges_end; ++e) best = std::min(best, 1 + d[g.edges[e].to]);
-        if (cs.call_rule >= 0) {
-          best = std::min(best, d[g.rule_start[static_cast<size_t>(cs.call_rule)]] + d[cs.call_next]);
-        }
-      }
-      if (best < d[s]) {
-        d[s] = best;
-        changed = true;
-      }
-    }
-  }
-  distances_ = std::move(d);
+  distances_ = completion_distances(grammar_);
   return distances_;
 }
 
