@@ -11,6 +11,7 @@ namespace {
 
 using CpRanges = std::vector<std::pair<uint32_t, uint32_t>>;
 constexpr uint32_t kMaxCp = 0x10FFFF;
+constexpr int kMaxGroupNesting = 128;  // as deep as JSON may nest in a request
 
 CpRanges normalize(CpRanges r) {
   std::sort(r.begin(), r.end());
@@ -93,7 +94,12 @@ class Parser {
 
  private:
   [[noreturn]] void fail(const std::string& what) {
-    throw Error("pattern /" + std::string(p_) + "/: " + what);
+    // A pattern may be most of a megabyte: the error names its start and where it failed.
+    constexpr size_t kShown = 64;
+    const std::string shown =
+        p_.size() <= kShown ? std::string(p_) : std::string(p_.substr(0, kShown)) + "...";
+    throw Error("pattern /" + shown + "/" + (p_.size() > kShown ? " at offset " + std::to_string(i_) : "") +
+                ": " + what);
   }
   bool peek(char c) const { return i_ < p_.size() && p_[i_] == c; }
 
@@ -170,8 +176,23 @@ class Parser {
       if (peek('?')) ++i_;  // lazy: the same language
       if (peek('+')) fail("possessive quantifiers are not supported");
       atom = b_.repeat(atom, min, max);
+      // One quantifier an atom, as ECMA-262 and Python read patterns ("a**" is "nothing to repeat"):
+      // each stacked one wrapped the expression once more, and 100 000 of them overflowed the stack of
+      // every recursive pass over it.
+      if (quantifier_follows()) fail("nothing to repeat: a quantifier follows a quantifier");
     }
     return atom;
+  }
+
+  // Whether a quantifier starts at i_ ('{' starts one only as {n}, {n,} or {n,m}).
+  bool quantifier_follows() const {
+    if (i_ >= p_.size()) return false;
+    if (p_[i_] == '*' || p_[i_] == '+' || p_[i_] == '?') return true;
+    if (p_[i_] != '{') return false;
+    size_t j = i_ + 1;
+    const size_t digits = j;
+    while (j < p_.size() && p_[j] >= '0' && p_[j] <= '9') ++j;
+    return j > digits && j < p_.size() && (p_[j] == '}' || p_[j] == ',');
   }
 
   ExprId any_char(bool include_newlines) {
@@ -338,9 +359,14 @@ class Parser {
           fail("lookaround and inline flags are not supported");
         }
       }
+      // Bounded: each level is a frame of this parser and of every recursive pass over the expression,
+      // and 400 000 nested groups (0.8 MB, within --max-structured-output-bytes) overflowed the stack.
+      if (++group_depth_ > kMaxGroupNesting)
+        fail("groups nested deeper than " + std::to_string(kMaxGroupNesting) + " levels");
       ExprId inner = parse_alternation();
       if (!peek(')')) fail("missing ')'");
       ++i_;
+      --group_depth_;
       return inner;
     }
     if (c == '[') {
@@ -367,6 +393,7 @@ class Parser {
   std::string_view p_;
   RegexOptions o_;
   size_t i_ = 0;
+  int group_depth_ = 0;
 };
 
 std::string hex4(uint32_t v, bool upper) {

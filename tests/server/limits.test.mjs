@@ -77,6 +77,25 @@ test('a schema given as JSON text nested 100000 deep is a 400; objects of 200000
   assert.equal(good.choices.length, 1);
 });
 
+test('a regex or schema pattern of 400000 nested groups or stacked quantifiers is a 400, and the server lives on', async () => {
+  // The regex parser recursed once a group and every pass over the expression once a quantifier: each of
+  // these 0.6-0.8 MB constraints was a SIGSEGV of the server.
+  const groups = '('.repeat(400000) + 'a' + ')'.repeat(400000);
+  const stars = 'a' + '*'.repeat(300000);
+  for (const [path, extra, what] of [
+    ['/v1/completions', { prompt: 'hi', structured_outputs: { regex: groups } }, /groups nested deeper than 128 levels/],
+    ['/v1/completions', { prompt: 'hi', guided_regex: stars }, /nothing to repeat/],
+    ['/v1/chat/completions', { messages: ok.messages, response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'string', pattern: groups } } } }, /groups nested deeper than 128 levels/],
+  ]) {
+    const r = await postJson(`${server.url}${path}`, { model: 'spark-test', max_tokens: 2, ...extra });
+    const e = assertOpenAIError(r, 400, path);
+    assert.match(e.message, what);
+    assert.ok(e.message.length < 1000, `the error quotes the whole pattern: ${e.message.length} bytes`);
+  }
+  const good = await client.chat.completions.create(ok);
+  assert.equal(good.choices.length, 1);
+});
+
 test('a prompt that can never run is refused before its grammars compile', async () => {
   // The tool-call grammar of this schema is refused as too large after a second of compiling; with a
   // prompt past the context the answer is the context-length 400, before any compiling (a 6 MB request of

@@ -82,6 +82,47 @@ TEST(GrammarRegex, UnsupportedSyntaxIsAnErrorNamingIt) {
   EXPECT_NE(message("a^b").find("'^'"), std::string::npos);
 }
 
+std::string regex_error(const std::string& p) {
+  try {
+    regex_grammar(p);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(GrammarRegex, GroupNestingIsBoundedAndNamedShortly) {
+  // 400 000 nested groups (0.8 MB, a request's structured_outputs.regex or a schema pattern) overflowed the
+  // stack of the recursive parser: a crash of the server from one request.
+  auto nested = [](size_t n, const std::string& open) {
+    std::string p;
+    for (size_t i = 0; i < n; ++i) p += open;
+    return p + "a" + std::string(n, ')');
+  };
+  EXPECT_TRUE(grammar_matches(regex_grammar(nested(128, "(")), "a"));
+  EXPECT_TRUE(grammar_matches(regex_grammar(nested(128, "(?:")), "a"));
+  for (const char* open : {"(", "(?:", "(?<n>"}) {
+    const std::string e = regex_error(nested(400000, open));
+    EXPECT_NE(e.find("groups nested deeper than 128 levels"), std::string::npos) << e.substr(0, 200);
+    EXPECT_LT(e.size(), 200u);  // names the pattern's start and the offset, not the megabyte
+  }
+  EXPECT_NE(regex_error(nested(129, "(")).find("at offset"), std::string::npos);
+  EXPECT_NE(regex_error("((a)").find("pattern /((a)/: missing ')'"), std::string::npos);  // short: whole
+}
+
+TEST(GrammarRegex, AQuantifierMayNotFollowAQuantifier) {
+  // As ECMA-262 and Python: each stacked quantifier wrapped the expression once more (300 000 '*' overflowed
+  // the stack of every recursive pass over it). Lazy forms and a literal '{' stay.
+  for (const char* p : {"a**", "a+*", "a?*", "a{2}{3}", "a{2,}*", "a*{1}", "a??*", "(ab){1,2}?{3}"}) {
+    EXPECT_NE(regex_error(p).find("nothing to repeat"), std::string::npos) << p;
+  }
+  EXPECT_NE(regex_error("a" + std::string(300000, '*')).find("nothing to repeat"), std::string::npos);
+  EXPECT_TRUE(grammar_matches(regex_grammar("a*?b"), "aab"));
+  EXPECT_TRUE(grammar_matches(regex_grammar("a{2}?"), "aa"));
+  EXPECT_TRUE(grammar_matches(regex_grammar("a*{"), "aa{"));
+  EXPECT_TRUE(grammar_matches(regex_grammar("a+{x}"), "a{x}"));
+}
+
 // The classic catastrophic pattern for backtracking engines runs in linear time here. A backtracking engine
 // takes about 2^20000 steps on this text, so the bound only needs to be finite: it sits far above the
 // milliseconds the linear walk takes, even under a sanitizer on a loaded machine.
