@@ -237,12 +237,31 @@ class SchemaCompiler {
 
   // The expression for an instance of `s`. Object- and array-valued schemas become rules (their
   // expressions are shared and may recurse).
+  // A call of the rule for subschema `s` (one per subschema). Its body is built once the outermost value()
+  // gets back here, not inside the body that called it: a chain of $refs (each definition naming the next)
+  // recursed once per link, and 20 000 links (0.7 MB) overflowed the stack. Subschemas must outlive the
+  // compiler (they are in the root or kept_).
   ExprId value(const Json& s, const std::string& path) {
     auto it = rule_of_.find(&s);
     if (it != rule_of_.end()) return b_.call(it->second);
     const int rule = b_.new_rule(path);
     rule_of_[&s] = rule;
-    b_.define(rule, build(s, path, 0));
+    undefined_.push_back({rule, &s, path});
+    if (!defining_) {
+      defining_ = true;
+      try {
+        while (!undefined_.empty()) {
+          const Undefined u = std::move(undefined_.back());
+          undefined_.pop_back();
+          b_.define(u.rule, build(*u.schema, u.path, 0));
+        }
+      } catch (...) {
+        undefined_.clear();  // a refused schema: the next value() (another tool's) starts clean
+        defining_ = false;
+        throw;
+      }
+      defining_ = false;
+    }
     return b_.call(rule);
   }
 
@@ -1513,6 +1532,13 @@ class SchemaCompiler {
   int key_nonascii_rule_ = -1;
   int any_rule_ = -1;
   std::map<const Json*, int> rule_of_;
+  struct Undefined {
+    int rule;
+    const Json* schema;
+    std::string path;
+  };
+  std::vector<Undefined> undefined_;  // rules value() made whose bodies are still to build
+  bool defining_ = false;
   std::deque<Json> kept_;
 };
 
