@@ -73,6 +73,11 @@ def cases(model):
             {"type": "object", "additionalProperties": False,
              "properties": {f"k{i}": {"type": "integer"} for i in range(4000)}}))),
         ("regex (a{1000}){1000}", *chat(structured_outputs={"regex": "(a{1000}){1000}"})),
+        ("regex of 400k nested groups", *chat(structured_outputs={"regex": "(" * 400000 + "a" + ")" * 400000})),
+        ("schema pattern a + 300k '*'", *chat(response_format=schema({"type": "string", "pattern": "a" + "*" * 300000}))),
+        ("chain of 20k $refs (0.7 MB)", *chat(response_format=schema(
+            {"$ref": "#/$defs/a0", "$defs": {**{f"a{i}": {"$ref": f"#/$defs/a{i + 1}"} for i in range(20000)},
+                                             "a20000": {"type": "integer"}}}))),
         ("choice of 100k strings", *chat(structured_outputs={"choice": [f"c{i}" for i in range(100000)]})),
         ("/v1/responses with 150k input items", "/v1/responses",
          {"model": model, "max_output_tokens": 16, "input": user("a") * 150000}),

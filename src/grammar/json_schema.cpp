@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "grammar/json_validate.h"
@@ -244,8 +245,16 @@ class SchemaCompiler {
   ExprId value(const Json& s, const std::string& path) {
     auto it = rule_of_.find(&s);
     if (it != rule_of_.end()) return b_.call(it->second);
+    // Equal subschemas (every {"type": "string"} of an object's properties) share one rule: a $ref names
+    // its target from the root, so equal text means the same language wherever it stands.
+    std::string text = s.dump();
+    if (auto same = rule_of_text_.find(text); same != rule_of_text_.end()) {
+      rule_of_[&s] = same->second;
+      return b_.call(same->second);
+    }
     const int rule = b_.new_rule(path);
     rule_of_[&s] = rule;
+    rule_of_text_.emplace(std::move(text), rule);
     undefined_.push_back({rule, &s, path});
     if (!defining_) {
       defining_ = true;
@@ -1532,6 +1541,7 @@ class SchemaCompiler {
   int key_nonascii_rule_ = -1;
   int any_rule_ = -1;
   std::map<const Json*, int> rule_of_;
+  std::unordered_map<std::string, int> rule_of_text_;
   struct Undefined {
     int rule;
     const Json* schema;
