@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <queue>
+#include <unordered_set>
 
 #include "spark/error.h"
 
@@ -146,10 +147,20 @@ ExprId GrammarBuilder::seq(std::vector<ExprId> parts) {
 }
 
 ExprId GrammarBuilder::alt(std::vector<ExprId> options) {
+  // Options kept once each; past a few, through a hash set (a scan per option made a regex of 400 000
+  // alternatives, 0.8 MB, take 10 s to build).
+  constexpr size_t kScanOptions = 16;
   std::vector<ExprId> kept;
+  std::unordered_set<ExprId> seen;
   for (ExprId o : options) {
     if (o == nothing_) continue;
-    if (std::find(kept.begin(), kept.end(), o) == kept.end()) kept.push_back(o);
+    if (kept.size() < kScanOptions) {
+      if (std::find(kept.begin(), kept.end(), o) != kept.end()) continue;
+      kept.push_back(o);
+      if (kept.size() == kScanOptions) seen.insert(kept.begin(), kept.end());
+    } else if (seen.insert(o).second) {
+      kept.push_back(o);
+    }
   }
   if (kept.empty()) return nothing_;
   if (kept.size() == 1) return kept[0];

@@ -58,6 +58,7 @@ class GrammarBuilder {
   int new_rule(std::string name);
   void define(int rule, ExprId body);
   size_t rule_count() const { return rules_.size(); }
+  size_t node_count() const { return nodes_.size(); }
   bool defined(int rule) const { return rules_[static_cast<size_t>(rule)].body >= 0; }
 
   // Upper bound of automaton states `e` would take (for rejecting grammars too large to build).

@@ -1,6 +1,7 @@
 #include "grammar/regex.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "spark/error.h"
@@ -200,7 +201,16 @@ class Parser {
     return set(negate({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}));
   }
 
-  ExprId set(const CpRanges& r) { return codepoint_set(b_, normalize(r), o_.json_string); }
+  // One expression per distinct class: a class written in a JSON string is hundreds of nodes (each
+  // character also as its escapes), and 400 000 '.' built one each held gigabytes before any bound on the
+  // automaton could refuse the pattern.
+  ExprId set(const CpRanges& r) {
+    CpRanges key = normalize(r);
+    if (auto it = sets_.find(key); it != sets_.end()) return it->second;
+    const ExprId e = codepoint_set(b_, key, o_.json_string);
+    sets_.emplace(std::move(key), e);
+    return e;
+  }
 
   uint32_t read_hex(int digits) {
     uint32_t v = 0;
@@ -394,6 +404,7 @@ class Parser {
   RegexOptions o_;
   size_t i_ = 0;
   int group_depth_ = 0;
+  std::map<CpRanges, ExprId> sets_;
 };
 
 std::string hex4(uint32_t v, bool upper) {
