@@ -74,6 +74,8 @@ def cases(model):
              "properties": {f"k{i}": {"type": "integer"} for i in range(4000)}}))),
         ("regex (a{1000}){1000}", *chat(structured_outputs={"regex": "(a{1000}){1000}"})),
         ("regex of 400k nested groups", *chat(structured_outputs={"regex": "(" * 400000 + "a" + ")" * 400000})),
+        ("schema pattern of 400k '.'", *chat(response_format=schema({"type": "string", "pattern": "." * 400000}))),
+        ("regex of 400k alternatives", *chat(structured_outputs={"regex": "|".join(["a"] * 400000)})),
         ("schema pattern a + 300k '*'", *chat(response_format=schema({"type": "string", "pattern": "a" + "*" * 300000}))),
         ("chain of 20k $refs (0.7 MB)", *chat(response_format=schema(
             {"$ref": "#/$defs/a0", "$defs": {**{f"a{i}": {"$ref": f"#/$defs/a{i + 1}"} for i in range(20000)},
