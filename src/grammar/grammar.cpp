@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <queue>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "spark/error.h"
@@ -28,6 +29,16 @@ size_t grammar_bytes(const Grammar& g) {
 GrammarBuilder::GrammarBuilder() {
   empty_ = add({Node::kEmpty, {}, {}});
   nothing_ = add({Node::kNothing, {}, {}});
+}
+
+void GrammarBuilder::charge_intersection_work(size_t steps) {
+  // 44x the most a JSONSchemaBench schema takes in all (1.5M), about two seconds.
+  constexpr size_t kMaxIntersectionWork = size_t{1} << 26;
+  intersection_work_ += steps;
+  if (intersection_work_ > kMaxIntersectionWork) {
+    throw Error("grammar too large: its intersections take more than " + std::to_string(kMaxIntersectionWork) +
+                " steps");
+  }
 }
 
 ExprId GrammarBuilder::add(Node n) {
@@ -336,14 +347,8 @@ class Compiler {
       : b_(b), max_states_(std::min<size_t>(max_states, kMaxGrammarStates)) {}
 
   Grammar run(int root) {
-    g_.rule_start.assign(b_.rule_count(), UINT32_MAX);
-    // The names of the rules compiled (the others stay empty): a builder shared by a large schema holds
-    // thousands of rules, and each small automaton compiled from it (a patternProperties pattern) copied
-    // every name (3 000 such objects: 7.5 s).
-    g_.rule_names.resize(b_.rule_count());
-    g_.root_rule = static_cast<uint32_t>(root);
     std::vector<int> todo{root};
-    g_.rule_start[static_cast<size_t>(root)] = 0;  // reserved below
+    g_.root_rule = local_rule(root);
     while (!todo.empty()) {
       const int r = todo.back();
       todo.pop_back();
@@ -353,14 +358,8 @@ class Compiler {
       pending_calls_.clear();
       auto [s, e] = build(body);
       g_.states[e].final = true;
-      g_.rule_start[static_cast<size_t>(r)] = s;
-      g_.rule_names[static_cast<size_t>(r)] = b_.rules()[static_cast<size_t>(r)].name;
-      for (int callee : pending_calls_) {
-        if (g_.rule_start[static_cast<size_t>(callee)] == UINT32_MAX) {
-          g_.rule_start[static_cast<size_t>(callee)] = UINT32_MAX - 1;  // queued
-          todo.push_back(callee);
-        }
-      }
+      g_.rule_start[local_.at(r)] = s;
+      for (int callee : pending_calls_) todo.push_back(callee);
     }
     // Byte edges to their final arrays; epsilon closures.
     std::vector<Grammar::Edge> edges;
@@ -447,6 +446,20 @@ class Compiler {
     g_.edges = std::move(kept);
   }
 
+  // The grammar numbers the rules it compiles in the order it meets them (the root is 0): a builder
+  // shared by a large schema holds tens of thousands of rules, and each small automaton compiled from it
+  // (a pattern intersected with a length or a patternProperties name) sized its tables by all of them.
+  // A rule met for the first time is queued (pending_calls_, after the body that called it).
+  uint32_t local_rule(int rule) {
+    const auto [it, added] = local_.emplace(rule, static_cast<uint32_t>(g_.rule_start.size()));
+    if (added) {
+      g_.rule_start.push_back(UINT32_MAX);
+      g_.rule_names.push_back(b_.rules()[static_cast<size_t>(rule)].name);
+      pending_calls_.push_back(rule);
+    }
+    return it->second;
+  }
+
   uint32_t new_state() {
     if (g_.states.size() >= max_states_) {
       throw Error("grammar too large: more than " + std::to_string(max_states_) + " automaton states");
@@ -475,9 +488,8 @@ class Compiler {
       }
       case GrammarBuilder::Node::kCall: {
         const uint32_t s = new_state(), t = new_state();
-        g_.states[s].call_rule = n.rule;
+        g_.states[s].call_rule = static_cast<int32_t>(local_rule(n.rule));
         g_.states[s].call_next = t;
-        pending_calls_.push_back(n.rule);
         return {s, t};
       }
       case GrammarBuilder::Node::kSeq: {
@@ -549,6 +561,7 @@ class Compiler {
   std::vector<std::vector<uint32_t>> eps_;
   std::vector<ByteEdges> byte_edges_;
   std::vector<int> pending_calls_;
+  std::unordered_map<int, uint32_t> local_;  // builder rule -> this grammar's rule number
 };
 
 }  // namespace

@@ -72,6 +72,7 @@ ExprId product_dfa(GrammarBuilder& b, const std::vector<ProductPart>& parts,
     const int rule = b.new_rule("product-part");
     b.define(rule, p.expr);
     Part part{compile_grammar(b, rule), p.required, {}, {}, {}, {}, 0};
+    b.charge_intersection_work(part.g.states.size() + part.g.closure.size());
     for (const Grammar::State& st : part.g.states) {
       if (st.call_rule >= 0) throw Error("grammar: an intersected expression calls a rule");
     }
@@ -159,6 +160,7 @@ ExprId product_dfa(GrammarBuilder& b, const std::vector<ProductPart>& parts,
       }
     }
   }
+  b.charge_intersection_work(work);
   // Keep the states from which an exit is reachable.
   const size_t n = keys.size();
   std::vector<std::vector<uint32_t>> into(n);
