@@ -247,7 +247,9 @@ class SchemaCompiler {
     auto it = rule_of_.find(&s);
     if (it != rule_of_.end()) return b_.call(it->second);
     // Equal subschemas (every {"type": "string"} of an object's properties) share one rule: a $ref names
-    // its target from the root, so equal text means the same language wherever it stands.
+    // its target from the root, so equal text means the same language wherever it stands. Only small ones
+    // are keyed by their text: a large subschema nested 100 deep would be held 100 times.
+    constexpr size_t kMaxSharedText = 64 * 1024;
     std::string text = s.dump();
     if (auto same = rule_of_text_.find(text); same != rule_of_text_.end()) {
       rule_of_[&s] = same->second;
@@ -255,7 +257,7 @@ class SchemaCompiler {
     }
     const int rule = b_.new_rule(path);
     rule_of_[&s] = rule;
-    rule_of_text_.emplace(std::move(text), rule);
+    if (text.size() <= kMaxSharedText) rule_of_text_.emplace(std::move(text), rule);
     undefined_.push_back({rule, &s, path});
     if (!defining_) {
       defining_ = true;
@@ -266,7 +268,7 @@ class SchemaCompiler {
           b_.define(u.rule, build(*u.schema, u.path, 0));
         }
       } catch (...) {
-        undefined_.clear();  // a refused schema: the next value() (another tool's) starts clean
+        undefined_.clear();  // a refused schema: nothing is left half queued
         defining_ = false;
         throw;
       }

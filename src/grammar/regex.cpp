@@ -97,8 +97,10 @@ class Parser {
   [[noreturn]] void fail(const std::string& what) {
     // A pattern may be most of a megabyte: the error names its start and where it failed.
     constexpr size_t kShown = 64;
-    const std::string shown =
-        p_.size() <= kShown ? std::string(p_) : std::string(p_.substr(0, kShown)) + "...";
+    size_t cut = std::min(kShown, p_.size());
+    while (cut < p_.size() && cut > 0 && (static_cast<unsigned char>(p_[cut]) & 0xC0) == 0x80)
+      --cut;  // whole chars
+    const std::string shown = p_.size() <= kShown ? std::string(p_) : std::string(p_.substr(0, cut)) + "...";
     throw Error("pattern /" + shown + "/" + (p_.size() > kShown ? " at offset " + std::to_string(i_) : "") +
                 ": " + what);
   }
