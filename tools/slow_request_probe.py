@@ -76,6 +76,10 @@ def cases(model):
         ("regex of 400k nested groups", *chat(structured_outputs={"regex": "(" * 400000 + "a" + ")" * 400000})),
         ("schema pattern of 400k '.'", *chat(response_format=schema({"type": "string", "pattern": "." * 400000}))),
         ("regex of 400k alternatives", *chat(structured_outputs={"regex": "|".join(["a"] * 400000)})),
+        ("anyOf of 15k strings with pattern and maxLength (0.9 MB)", *chat(response_format=schema(
+            {"anyOf": [{"type": "string", "pattern": f"^b{i}", "maxLength": 20} for i in range(15000)]}))),
+        ("6k patternProperties (0.2 MB)", *chat(response_format=schema(
+            {"type": "object", "patternProperties": {f"^k{i}[a-z]*$": {"type": "integer"} for i in range(6000)}}))),
         ("schema pattern a + 300k '*'", *chat(response_format=schema({"type": "string", "pattern": "a" + "*" * 300000}))),
         ("chain of 20k $refs (0.7 MB)", *chat(response_format=schema(
             {"$ref": "#/$defs/a0", "$defs": {**{f"a{i}": {"$ref": f"#/$defs/a{i + 1}"} for i in range(20000)},
