@@ -237,12 +237,10 @@ class SchemaCompiler {
   ExprId sep() { return b_.seq({ws_, b_.byte(','), ws_}); }
   ExprId colon() { return b_.seq({ws_, b_.byte(':'), ws_}); }
 
-  // The expression for an instance of `s`. Object- and array-valued schemas become rules (their
-  // expressions are shared and may recurse).
-  // A call of the rule for subschema `s` (one per subschema). Its body is built once the outermost value()
-  // gets back here, not inside the body that called it: a chain of $refs (each definition naming the next)
-  // recursed once per link, and 20 000 links (0.7 MB) overflowed the stack. Subschemas must outlive the
-  // compiler (they are in the root or kept_).
+  // The expression for an instance of `s`: a call of the subschema's rule (rules are shared and may
+  // recurse). Its body is built once the outermost value() gets back here, not inside the body that called
+  // it: a chain of $refs (each definition naming the next) recursed once per link, and 20 000 links (0.7 MB)
+  // overflowed the stack. Subschemas must outlive the compiler (they are in the root or kept_).
   ExprId value(const Json& s, const std::string& path) {
     auto it = rule_of_.find(&s);
     if (it != rule_of_.end()) return b_.call(it->second);
