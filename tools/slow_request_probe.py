@@ -82,6 +82,7 @@ def cases(model):
             {"type": "object", "patternProperties": {f"^k{i}[a-z]*$": {"type": "integer"} for i in range(6000)}}))),
         ("allOf of 6k objects (0.4 MB)", *chat(response_format=schema(
             {"allOf": [{"type": "object", "properties": {f"p{i}": {"type": "integer"}}} for i in range(6000)]}))),
+        ("const object of 60k keys (1 MB)", *chat(response_format=schema({"const": {f"k{i}": i for i in range(60000)}}))),
         ("schema pattern a + 300k '*'", *chat(response_format=schema({"type": "string", "pattern": "a" + "*" * 300000}))),
         ("chain of 20k $refs (0.7 MB)", *chat(response_format=schema(
             {"$ref": "#/$defs/a0", "$defs": {**{f"a{i}": {"$ref": f"#/$defs/a{i + 1}"} for i in range(20000)},

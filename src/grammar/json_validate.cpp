@@ -3,6 +3,8 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "grammar/matcher.h"
 #include "grammar/regex.h"
@@ -282,8 +284,19 @@ bool json_equal(const Json& a, const Json& b) {
   if (a.is_number() && b.is_number()) return a.get<double>() == b.get<double>();
   if (a.is_object() && b.is_object()) {
     if (a.size() != b.size()) return false;
+    if (a.size() <= 16) {
+      for (auto& [k, x] : a.items()) {
+        if (!b.contains(k) || !json_equal(x, b[k])) return false;
+      }
+      return true;
+    }
+    // An ordered object finds a key by a scan: a const of 60 000 keys compared with itself took 8 s.
+    std::unordered_map<std::string_view, const Json*> in_b;
+    in_b.reserve(b.size());
+    for (auto& [k, x] : b.items()) in_b.emplace(k, &x);
     for (auto& [k, x] : a.items()) {
-      if (!b.contains(k) || !json_equal(x, b[k])) return false;
+      const auto it = in_b.find(k);
+      if (it == in_b.end() || !json_equal(x, *it->second)) return false;
     }
     return true;
   }
