@@ -49,6 +49,12 @@ def cases(model):
 
     tools = [tool(i, 800) for i in range(100)]
     schema = lambda s: {"type": "json_schema", "json_schema": {"name": "x", "schema": s}}
+
+    def nested(depth, leaf):  # {"a": {"a": ... {leaf: {}}}}
+        v = {leaf: {}}
+        for _ in range(depth - 1):
+            v = {"a": v}
+        return v
     return [
         ("object of 200k keys (chat_template_kwargs)", *chat(chat_template_kwargs=wide)),
         ("tool-call arguments of 200k keys", "/v1/chat/completions",
@@ -87,6 +93,10 @@ def cases(model):
         ("chain of 20k $refs (0.7 MB)", *chat(response_format=schema(
             {"$ref": "#/$defs/a0", "$defs": {**{f"a{i}": {"$ref": f"#/$defs/a{i + 1}"} for i in range(20000)},
                                              "a20000": {"type": "integer"}}}))),
+        ("enum of 1k equal 120-deep objects (0.9 MB)", *chat(response_format=schema(
+            {"enum": [nested(120, "a") for _ in range(1000)]}))),
+        ("enum of 1k distinct 120-deep objects (0.9 MB)", *chat(response_format=schema(
+            {"enum": [nested(120, f"{i}") for i in range(1000)]}))),
         ("choice of 100k strings", *chat(structured_outputs={"choice": [f"c{i}" for i in range(100000)]})),
         ("/v1/responses with 150k input items", "/v1/responses",
          {"model": model, "max_output_tokens": 16, "input": user("a") * 150000}),

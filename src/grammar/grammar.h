@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace spark::grammar {
@@ -61,9 +62,6 @@ class GrammarBuilder {
   size_t node_count() const { return nodes_.size(); }
   bool defined(int rule) const { return rules_[static_cast<size_t>(rule)].body >= 0; }
 
-  // Upper bound of automaton states `e` would take (for rejecting grammars too large to build).
-  size_t estimate_states(ExprId e) const;
-
   // Intersections (product_dfa) built for this grammar charge their steps here: each is bounded alone,
   // and this bounds them together (a schema of 20 000 strings with a pattern and a maxLength each built
   // 20 000 of them: 48 s). Throws spark::Error past the bound.
@@ -87,6 +85,7 @@ class GrammarBuilder {
  private:
   ExprId add(Node n);
   std::vector<Node> nodes_;
+  std::unordered_multimap<size_t, ExprId> interned_;  // node hash -> node
   std::vector<Rule> rules_;
   ExprId empty_, nothing_;
   size_t intersection_work_ = 0;
