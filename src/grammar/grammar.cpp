@@ -353,11 +353,8 @@ class Compiler {
     while (!todo.empty()) {
       const int r = todo.back();
       todo.pop_back();
-      const ExprId body = b_.rules()[static_cast<size_t>(r)].body;
-      if (body < 0)
-        throw Error("grammar rule '" + b_.rules()[static_cast<size_t>(r)].name + "' is not defined");
       pending_calls_.clear();
-      auto [s, e] = build(body);
+      auto [s, e] = build(body_of(r));
       g_.states[e].final = true;
       g_.rule_start[local_.at(r)] = s;
       for (int callee : pending_calls_) todo.push_back(callee);
@@ -412,6 +409,12 @@ class Compiler {
 
  private:
   using ByteEdges = std::vector<Grammar::Edge>;
+
+  ExprId body_of(int rule) const {
+    const GrammarBuilder::Rule& r = b_.rules()[static_cast<size_t>(rule)];
+    if (r.body < 0) throw Error("grammar rule '" + r.name + "' is not defined");
+    return r.body;
+  }
 
   // A frame holds the state its call returns to, and a return reads nothing of that state but its closure:
   // calls whose continuations have the same closure (every "leave the trie" branch of a property-name trie
@@ -513,10 +516,7 @@ class Compiler {
     while (!todo.empty()) {
       const int r = todo.back();
       todo.pop_back();
-      const ExprId body = b_.rules()[static_cast<size_t>(r)].body;
-      if (body < 0)
-        throw Error("grammar rule '" + b_.rules()[static_cast<size_t>(r)].name + "' is not defined");
-      total = add(total, count(body));
+      total = add(total, count(body_of(r)));
       if (total > max_states_) {
         throw Error("grammar too large: more than " + std::to_string(max_states_) + " automaton states");
       }
