@@ -1,7 +1,8 @@
-# Bounded JSON parsing (util/bounded_json), the admission gate of grammar compiles, request caps
-# (RequestLimits), the byte-bounded grammar cache and API-key checks.
+# Bounded JSON parsing (util/bounded_json), the admission gate and shared runs (single flight) of grammar
+# compiles, request caps (RequestLimits), the byte-bounded grammar cache and API-key checks.
 add_executable(spark-hardening-tests
   unit/util/admission_gate_test.cpp
+  unit/util/single_flight_test.cpp
   unit/util/bounded_json_test.cpp
   unit/server/request_limits_test.cpp
   unit/server/access_control_test.cpp
