@@ -217,8 +217,8 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
     std::string text = ctx.metrics.render(stats, ctx.served_model_name, ctx.kernel_isa);
     const GrammarCacheStats grammars = grammar_cache_stats();
     ServerMetrics::render_caches(
-        text, {grammars.grammars, grammars.bytes, ctx.responses ? ctx.responses->size() : 0,
-               ctx.responses ? ctx.responses->bytes() : 0});
+        text, {grammars.grammars, grammars.bytes, grammars.refusals, grammars.compiles_waiting_for_equal,
+               ctx.responses ? ctx.responses->size() : 0, ctx.responses ? ctx.responses->bytes() : 0});
     res.set_content(text, "text/plain; version=0.0.4");
   });
   s.Post("/tokenize",

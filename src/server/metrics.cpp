@@ -78,6 +78,12 @@ void ServerMetrics::render_caches(std::string& out, const CacheStats& c) {
   metric(out, "spark_grammar_cache_bytes", "gauge",
          "Bytes the kept grammars hold, mask caches included (as measured at the last insertion).",
          static_cast<double>(c.grammar_bytes));
+  metric(out, "spark_grammar_refusals_cached", "gauge",
+         "Refused structured-output specs kept, answered again without a compile.",
+         static_cast<double>(c.grammar_refusals));
+  metric(out, "spark_grammar_compiles_waiting_for_equal", "gauge",
+         "Requests waiting for another request's compile of the same spec.",
+         static_cast<double>(c.compiles_waiting_for_equal));
   metric(out, "spark_responses_store_objects", "gauge", "Stored /v1/responses objects.",
          static_cast<double>(c.responses));
   metric(out, "spark_responses_store_bytes", "gauge", "JSON bytes of the stored /v1/responses objects.",

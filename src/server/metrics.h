@@ -44,6 +44,7 @@ class ServerMetrics {
   // /v1/responses objects.
   struct CacheStats {
     size_t grammars = 0, grammar_bytes = 0;
+    size_t grammar_refusals = 0, compiles_waiting_for_equal = 0;
     size_t responses = 0, response_bytes = 0;
   };
   static void render_caches(std::string& out, const CacheStats& caches);

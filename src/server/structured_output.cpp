@@ -14,6 +14,7 @@
 #include "util/admission_gate.h"
 #include "util/bounded_json.h"
 #include "util/lru_cache.h"
+#include "util/single_flight.h"
 
 namespace spark {
 
@@ -167,6 +168,28 @@ GrammarCache& cache() {
   return c;
 }
 
+// Specs refused by their key: a schema refused after seconds of work (past a grammar bound) is refused
+// again at once, so one costly refused schema sent over and over costs one compile. Refusals are
+// deterministic (bounds count steps and states, not time); a 429 or an allocation failure is not kept.
+// An entry holds its vocabulary, whose address is in the key.
+struct Refusal {
+  ApiError error;
+  std::shared_ptr<const grammar::TokenVocab> vocab;
+};
+constexpr size_t kRefusalCacheCount = 256;
+constexpr size_t kRefusalCacheBytes = size_t{32} << 20;
+
+util::LruCache<std::string, std::shared_ptr<const Refusal>>& refusals() {
+  static util::LruCache<std::string, std::shared_ptr<const Refusal>> r{kRefusalCacheCount,
+                                                                       kRefusalCacheBytes};
+  return r;
+}
+
+util::SingleFlight<std::shared_ptr<const grammar::CompiledGrammar>>& compiles_in_flight() {
+  static util::SingleFlight<std::shared_ptr<const grammar::CompiledGrammar>> f;
+  return f;
+}
+
 struct CompileLimits {
   size_t running;
   size_t waiting;
@@ -186,27 +209,47 @@ util::AdmissionGate& compile_gate() {
   return g;
 }
 
-// A cached grammar, or one compiled under the gate: the cache is asked again once a place is free, since
-// the requests ahead may have compiled the same spec.
+// A cached grammar or refusal, or a compile under the gate: the caches are asked again once a place is
+// free, since the requests ahead may have compiled the same spec; a place-holder whose spec another is
+// compiling waits for that compile instead of repeating it.
 std::shared_ptr<const grammar::CompiledGrammar> cached_or_compiled(
-    const std::string& key, const std::function<std::shared_ptr<const grammar::CompiledGrammar>()>& compile) {
-  if (auto g = cache().get(key)) return g;
+    const std::string& key, const std::shared_ptr<const grammar::TokenVocab>& vocab,
+    const std::function<std::shared_ptr<const grammar::CompiledGrammar>()>& compile) {
+  const auto known = [&key]() -> std::shared_ptr<const grammar::CompiledGrammar> {
+    if (auto g = cache().get(key)) return g;
+    if (auto r = refusals().get(key)) throw(*r)->error;
+    return nullptr;
+  };
+  if (auto g = known()) return g;
   auto ticket = compile_gate().enter();
   if (!ticket) {
     throw ApiError(
         429, "rate_limit_error",
         "too many grammar compiles are waiting (structured outputs or strict tools); retry shortly");
   }
-  if (auto g = cache().get(key)) return g;
-  auto compiled = compile();
-  cache().put(key, compiled);
-  return compiled;
+  return compiles_in_flight().run(key, [&]() -> std::shared_ptr<const grammar::CompiledGrammar> {
+    if (auto g = known()) return g;
+    try {
+      auto compiled = compile();
+      cache().put(key, compiled);
+      return compiled;
+    } catch (const ApiError& e) {
+      if (e.status() == 400) {
+        refusals().put(key, std::make_shared<const Refusal>(Refusal{e, vocab}),
+                       key.capacity() + std::string_view(e.what()).size());
+      }
+      throw;
+    }
+  });
 }
 
 }  // namespace
 
 GrammarCacheStats grammar_cache_stats() {
-  return cache().stats();
+  GrammarCacheStats stats = cache().stats();
+  stats.refusals = refusals().size();
+  stats.compiles_waiting_for_equal = compiles_in_flight().waiting();
+  return stats;
 }
 
 void set_grammar_cache_limits(size_t max_grammars, size_t max_bytes) {
@@ -243,7 +286,7 @@ std::shared_ptr<const grammar::CompiledGrammar> compile_structured_output(
     }
     return grammar::choice_grammar(so.choices);
   };
-  return cached_or_compiled(key, [&] {
+  return cached_or_compiled(key, vocab, [&] {
     return compile_checked(build, vocab, "'" + so.param + "' cannot be enforced: ", so.param);
   });
 }
@@ -281,7 +324,7 @@ std::shared_ptr<const grammar::CompiledGrammar> compile_tool_call_grammar(
   options.free_text = !forced;
   options.parallel = parallel;
   options.json.max_whitespace = 2;  // as for structured outputs: few whitespace bytes
-  return cached_or_compiled(key, [&] {
+  return cached_or_compiled(key, vocab, [&] {
     return compile_checked([&list, &options] { return grammar::tool_call_grammar(list, options); }, vocab,
                            "cannot constrain decoding to these tools: ", "tools");
   });

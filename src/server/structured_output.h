@@ -32,6 +32,8 @@ inline constexpr size_t kDefaultGrammarCacheBytes = size_t{256} << 20;
 struct GrammarCacheStats {
   size_t grammars = 0;
   size_t bytes = 0;  // as measured before the last insertion
+  size_t refusals = 0;                    // refused specs kept (answered again without a compile)
+  size_t compiles_waiting_for_equal = 0;  // requests waiting for another's compile of their spec
 };
 GrammarCacheStats grammar_cache_stats();
 void set_grammar_cache_limits(size_t max_grammars, size_t max_bytes);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "grammar/matcher.h"
+#include "server/api_error.h"
 #include "server/structured_output.h"
 
 namespace spark {
@@ -81,6 +82,33 @@ TEST(GrammarCache, GrowthWhileInUseIsCountedAtTheNextInsertion) {
   // With a bound below the grown grammar and the newcomer together, the older one leaves.
   set_grammar_cache_limits(kDefaultGrammarCacheCount, grown);
   EXPECT_EQ(grammar_cache_stats().grammars, 1u);
+}
+
+TEST(GrammarCache, RefusedSpecsAreRefusedAgainWithoutACompile) {
+  // (a{1000}){10000} needs 20 million states, past the grammar bound: a 400. The refusal is kept by its spec,
+  // so the next request with it is answered from the cache (a costly refused schema sent over and over
+  // costs one compile); another vocabulary is another key.
+  const auto v = vocab();
+  const StructuredOutput so{StructuredOutput::Kind::kRegex, "(a{1000}){10000}", {}, "structured_outputs"};
+  const auto refusal = [&](const std::shared_ptr<const grammar::TokenVocab>& with) {
+    try {
+      compile_structured_output(so, with);
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), "structured_outputs");
+      return std::string(e.what());
+    }
+    return std::string("compiled");
+  };
+  const size_t kept = grammar_cache_stats().refusals;
+  const std::string first = refusal(v);
+  EXPECT_NE(first.find("grammar too large"), std::string::npos) << first;
+  EXPECT_EQ(grammar_cache_stats().refusals, kept + 1);
+  EXPECT_EQ(refusal(v), first);
+  EXPECT_EQ(grammar_cache_stats().refusals, kept + 1);
+  EXPECT_EQ(refusal(vocab()), first);
+  EXPECT_EQ(grammar_cache_stats().refusals, kept + 2);
+  EXPECT_EQ(grammar_cache_stats().compiles_waiting_for_equal, 0u);
 }
 
 }  // namespace
