@@ -248,14 +248,16 @@ class SchemaCompiler {
     // its target from the root, so equal text means the same language wherever it stands. Only small ones
     // are keyed by their text: a large subschema nested 100 deep would be held 100 times.
     constexpr size_t kMaxSharedText = 64 * 1024;
-    std::string text = s.dump();
-    if (auto same = rule_of_text_.find(text); same != rule_of_text_.end()) {
-      rule_of_[&s] = same->second;
-      return b_.call(same->second);
+    std::string text = text_size_within(s, kMaxSharedText) ? s.dump() : std::string();
+    if (!text.empty()) {
+      if (auto same = rule_of_text_.find(text); same != rule_of_text_.end()) {
+        rule_of_[&s] = same->second;
+        return b_.call(same->second);
+      }
     }
     const int rule = b_.new_rule(path);
     rule_of_[&s] = rule;
-    if (text.size() <= kMaxSharedText) rule_of_text_.emplace(std::move(text), rule);
+    if (!text.empty() && text.size() <= kMaxSharedText) rule_of_text_.emplace(std::move(text), rule);
     undefined_.push_back({rule, &s, path});
     if (!defining_) {
       defining_ = true;
@@ -273,6 +275,34 @@ class SchemaCompiler {
       defining_ = false;
     }
     return b_.call(rule);
+  }
+
+  // Whether `s` as text is about `bound` bytes or fewer (strings and names by their length), found in at
+  // most about `bound` steps: a large subschema nested N deep was written out N times only to learn that it
+  // was too large to share.
+  static bool text_size_within(const Json& s, size_t bound) {
+    size_t size = 0;
+    std::vector<const Json*> todo{&s};
+    while (!todo.empty()) {
+      const Json& v = *todo.back();
+      todo.pop_back();
+      size += 2;
+      if (v.is_string()) size += v.get_ref<const std::string&>().size();
+      if (v.is_object()) {
+        for (auto& [k, x] : v.items()) {
+          size += k.size() + 4;
+          if (size > bound) return false;
+          todo.push_back(&x);
+        }
+      } else if (v.is_array()) {
+        for (const auto& x : v) {
+          if (++size > bound) return false;
+          todo.push_back(&x);
+        }
+      }
+      if (size > bound) return false;
+    }
+    return true;
   }
 
   const Json& resolve(const std::string& ref, const std::string& path) {
