@@ -13,6 +13,8 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "grammar/product.h"
+#include "grammar/regex.h"
 #include "spark/error.h"
 
 namespace spark::grammar {
@@ -657,22 +659,30 @@ TEST(GrammarBuilder, NestedSequencesHoldLinearlyManyParts) {
 }
 
 TEST(GrammarBuilder, StateBoundCountedExactlyBeforeBuilding) {
-  // The states are counted before any is built: a grammar of exactly the bound compiles, one more is
-  // refused, and a repeat of a billion copies is refused at once (the count saturates, no overflow).
+  // The states are counted exactly before any is built: a grammar of exactly the bound compiles, and with
+  // one state less the count refuses it, not the build; a repeat of a billion copies is refused at once
+  // (the count saturates, no overflow).
   GrammarBuilder b;
   const int r = b.new_rule("r");
   const int q = b.new_rule("q");
-  b.define(q, b.alt({b.literal("xy"), b.repeat(b.byte('z'), 2, kUnbounded)}));
-  b.define(r, b.seq({b.repeat(b.literal("ab"), 1, 3), b.call(q), b.call(q), b.repeat(b.byte('c'), 0, 2)}));
-  const size_t states = compile_grammar(b, r).states.size();
+  b.define(q, b.alt({b.literal("xy"), b.repeat(b.byte('z'), 2, kUnbounded), b.nothing()}));
+  // An embedded automaton (a pattern intersected with a length) with an exit, a regex, the empty word.
+  const ExprId counted =
+      product_dfa(b, {{compile_regex(b, "^[a-c]+$"), true}, {b.repeat(b.bytes({{0, 255}}), 0, 4), true}},
+                  [&](const std::vector<bool>& m) { return m[0] && m[1] ? b.literal("!") : b.nothing(); });
+  b.define(r, b.seq({b.repeat(b.literal("ab"), 1, 3), b.call(q), b.call(q), b.repeat(b.byte('c'), 0, 2),
+                     counted, compile_regex(b, "(d|e+)?f{2,3}"), b.alt({b.empty(), b.literal("g")})}));
+  const Grammar g = compile_grammar(b, r);
+  EXPECT_TRUE(grammar_matches(g, "abxyzzcab!dff"));
+  const size_t states = g.states.size();
   EXPECT_EQ(compile_grammar(b, r, states).states.size(), states);
   try {
     compile_grammar(b, r, states - 1);
     ADD_FAILURE() << "one state over the bound compiled";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("more than " + std::to_string(states - 1) + " automaton states"),
-              std::string::npos)
-        << e.what();
+    // From the count (an undercount would be refused by the build, with "built" at the end).
+    EXPECT_EQ(std::string(e.what()),
+              "grammar too large: more than " + std::to_string(states - 1) + " automaton states");
   }
   const int big = b.new_rule("big");
   b.define(big, b.repeat(b.literal("abc"), 0, 1'000'000'000));
