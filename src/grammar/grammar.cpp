@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <queue>
+#include <random>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -46,14 +47,24 @@ ExprId GrammarBuilder::add(Node n) {
   // Equal expressions are one node (they are never changed once made): an enum of 1 000 copies of a
   // 120-deep object made 1 000 copies of every node (2.4M nodes for 1.7 MB), and each character of a
   // property name its own escape alternatives.
-  size_t h =
-      std::hash<size_t>()(n.kind) ^ std::hash<size_t>()(n.dfa ? reinterpret_cast<size_t>(n.dfa.get()) : 0);
-  const auto mix = [&h](size_t v) { h = (h ^ v) * 0x100000001b3ULL + (h >> 29); };
-  for (ByteRange r : n.ranges) mix(static_cast<size_t>(r.lo) << 8 | r.hi);
-  for (ExprId k : n.kids) mix(static_cast<size_t>(k));
-  mix(static_cast<size_t>(static_cast<uint32_t>(n.min)));
-  mix(static_cast<size_t>(static_cast<uint32_t>(n.max)));
-  mix(static_cast<size_t>(static_cast<uint32_t>(n.rule)));
+  // The hash starts from a per-process random seed and mixes each field through splitmix64's finalizer: the
+  // nodes are the client's schema, and nodes crafted to share a bucket would make each lookup a scan.
+  static const uint64_t kSeed = (uint64_t{std::random_device()()} << 32) | std::random_device()();
+  uint64_t h = kSeed;
+  const auto mix = [&h](uint64_t v) {
+    uint64_t z = h ^ v;
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    h = z ^ (z >> 31);
+  };
+  mix(n.kind);
+  mix(reinterpret_cast<uintptr_t>(n.dfa.get()));
+  for (ByteRange r : n.ranges) mix(static_cast<uint64_t>(r.lo) << 8 | r.hi);
+  for (ExprId k : n.kids) mix(static_cast<uint32_t>(k));
+  mix(static_cast<uint32_t>(n.min));
+  mix(static_cast<uint32_t>(n.max));
+  mix(static_cast<uint32_t>(n.rule));
   const auto [first, last] = interned_.equal_range(h);
   for (auto it = first; it != last; ++it) {
     const Node& m = nodes_[static_cast<size_t>(it->second)];

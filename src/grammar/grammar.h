@@ -85,7 +85,7 @@ class GrammarBuilder {
  private:
   ExprId add(Node n);
   std::vector<Node> nodes_;
-  std::unordered_multimap<size_t, ExprId> interned_;  // node hash -> node
+  std::unordered_multimap<uint64_t, ExprId> interned_;  // node hash -> node
   std::vector<Rule> rules_;
   ExprId empty_, nothing_;
   size_t intersection_work_ = 0;
