@@ -378,6 +378,7 @@ class Compiler {
       g_.states[s].edges_end = static_cast<uint32_t>(edges.size());
     }
     g_.edges = std::move(edges);
+    std::vector<ByteEdges>().swap(byte_edges_);
     // The epsilon edges in compressed rows and one flag per state, read by the closures below: a step
     // through lists of lists and 36-byte states took ~36 ns, so a 20-byte regex whose closures reach the
     // bound ((.*a*.*.*){200}) held a core for 1.2 s before it was refused.

@@ -277,32 +277,48 @@ class SchemaCompiler {
     return b_.call(rule);
   }
 
-  // Whether `s` as text is about `bound` bytes or fewer (strings and names by their length), found in at
-  // most about `bound` steps: a large subschema nested N deep was written out N times only to learn that it
-  // was too large to share.
+  // Whether `s` as text (s.dump()) is at most `bound` bytes, in at most about `bound` steps: a large
+  // subschema nested N deep was written out N times only to learn that it was too large to share. Counts
+  // at least the dump's bytes (a string's escapes, a number's digits; a non-integer as 24), so a dump
+  // follows only a small estimate.
   static bool text_size_within(const Json& s, size_t bound) {
     size_t size = 0;
+    const auto add_string = [&size, bound](const std::string& t) {
+      size += t.size() + 2;
+      for (size_t i = 0; i < t.size() && size <= bound; ++i) {
+        const auto c = static_cast<unsigned char>(t[i]);
+        if (c < 0x20) size += 5;  // \u00XX (or a shorter escape)
+        if (c == '"' || c == '\\') size += 1;
+      }
+    };
     std::vector<const Json*> todo{&s};
-    while (!todo.empty()) {
+    while (!todo.empty() && size <= bound) {
       const Json& v = *todo.back();
       todo.pop_back();
-      size += 2;
-      if (v.is_string()) size += v.get_ref<const std::string&>().size();
-      if (v.is_object()) {
+      if (v.is_string()) {
+        add_string(v.get_ref<const std::string&>());
+      } else if (v.is_object()) {
+        size += 2;
         for (auto& [k, x] : v.items()) {
-          size += k.size() + 4;
-          if (size > bound) return false;
+          add_string(k);
+          if ((size += 2) > bound) return false;  // the colon and a comma
           todo.push_back(&x);
         }
       } else if (v.is_array()) {
+        size += 2;
         for (const auto& x : v) {
           if (++size > bound) return false;
           todo.push_back(&x);
         }
+      } else if (v.is_number_unsigned()) {
+        size += std::to_string(v.get<uint64_t>()).size();
+      } else if (v.is_number_integer()) {
+        size += std::to_string(v.get<int64_t>()).size();
+      } else {
+        size += v.is_number() ? 24 : 5;  // a double's shortest form, true / false / null
       }
-      if (size > bound) return false;
     }
-    return true;
+    return size <= bound;
   }
 
   const Json& resolve(const std::string& ref, const std::string& path) {

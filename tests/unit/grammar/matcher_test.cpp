@@ -670,8 +670,11 @@ TEST(GrammarBuilder, StateBoundCountedExactlyBeforeBuilding) {
   const ExprId counted =
       product_dfa(b, {{compile_regex(b, "^[a-c]+$"), true}, {b.repeat(b.bytes({{0, 255}}), 0, 4), true}},
                   [&](const std::vector<bool>& m) { return m[0] && m[1] ? b.literal("!") : b.nothing(); });
-  b.define(r, b.seq({b.repeat(b.literal("ab"), 1, 3), b.call(q), b.call(q), b.repeat(b.byte('c'), 0, 2),
-                     counted, compile_regex(b, "(d|e+)?f{2,3}"), b.alt({b.empty(), b.literal("g")})}));
+  const int never = b.new_rule("never");  // a rule that matches nothing: kNothing compiled
+  b.define(never, b.nothing());
+  b.define(r,
+           b.seq({b.repeat(b.literal("ab"), 1, 3), b.call(q), b.call(q), b.repeat(b.byte('c'), 0, 2), counted,
+                  compile_regex(b, "(d|e+)?f{2,3}"), b.alt({b.empty(), b.literal("g"), b.call(never)})}));
   const Grammar g = compile_grammar(b, r);
   EXPECT_TRUE(grammar_matches(g, "abxyzzcab!dff"));
   const size_t states = g.states.size();
