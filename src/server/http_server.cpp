@@ -218,7 +218,8 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
     const GrammarCacheStats grammars = grammar_cache_stats();
     ServerMetrics::render_caches(
         text, {grammars.grammars, grammars.bytes, grammars.refusals, grammars.compiles_waiting_for_equal,
-               ctx.responses ? ctx.responses->size() : 0, ctx.responses ? ctx.responses->bytes() : 0});
+               grammars.compiles, ctx.responses ? ctx.responses->size() : 0,
+               ctx.responses ? ctx.responses->bytes() : 0});
     res.set_content(text, "text/plain; version=0.0.4");
   });
   s.Post("/tokenize",

@@ -78,6 +78,9 @@ void ServerMetrics::render_caches(std::string& out, const CacheStats& c) {
   metric(out, "spark_grammar_cache_bytes", "gauge",
          "Bytes the kept grammars hold, mask caches included (as measured at the last insertion).",
          static_cast<double>(c.grammar_bytes));
+  metric(out, "spark_grammar_compiles_total", "counter",
+         "Grammars built for structured outputs and strict tools (not served from a cache).",
+         static_cast<double>(c.grammar_compiles));
   metric(out, "spark_grammar_refusals_cached", "gauge",
          "Refused structured-output specs kept, answered again without a compile.",
          static_cast<double>(c.grammar_refusals));

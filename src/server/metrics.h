@@ -45,6 +45,7 @@ class ServerMetrics {
   struct CacheStats {
     size_t grammars = 0, grammar_bytes = 0;
     size_t grammar_refusals = 0, compiles_waiting_for_equal = 0;
+    uint64_t grammar_compiles = 0;
     size_t responses = 0, response_bytes = 0;
   };
   static void render_caches(std::string& out, const CacheStats& caches);

@@ -1,6 +1,7 @@
 #include "server/structured_output.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <thread>
 
@@ -143,37 +144,19 @@ class GrammarCache {
       kDefaultGrammarCacheCount, kDefaultGrammarCacheBytes};
 };
 
-// Builds the grammar, compiles it over the vocabulary and computes its first mask and the distances to its
-// end (budget steering), all on the request's thread before the request is queued: a grammar too large or
-// too costly to enforce (grammar::WorkMeter) is a 400 starting with `refusal` here, not a stall in the
-// engine, whose steps wait for every mask; and the engine's first step reads both from the grammar's caches
-// (the distances of the largest benchmark schema take a quarter of a second).
-std::shared_ptr<const grammar::CompiledGrammar> compile_checked(
-    const std::function<grammar::Grammar()>& build, const std::shared_ptr<const grammar::TokenVocab>& vocab,
-    const std::string& refusal, const std::string& param) {
-  try {
-    auto compiled = std::make_shared<const grammar::CompiledGrammar>(build(), vocab);
-    std::vector<uint64_t> bits;
-    grammar::GrammarMatcher m(compiled);
-    m.fill_mask(bits);
-    m.min_completion_bytes();
-    return compiled;
-  } catch (const Error& e) {
-    throw ApiError::bad_request(refusal + e.what(), param);
-  }
-}
-
 GrammarCache& cache() {
   static GrammarCache c;
   return c;
 }
 
-// Specs refused by their key: a schema refused after seconds of work (past a grammar bound) is refused
-// again at once, so one costly refused schema sent over and over costs one compile. Refusals are
-// deterministic (bounds count steps and states, not time); a 429 or an allocation failure is not kept.
-// An entry holds its vocabulary, whose address is in the key.
+// Specs whose grammar could not be built (past a grammar bound, an unsupported keyword), by their key: one
+// refused after a second of work is refused again at once, so one costly refused spec sent over and over
+// costs one compile. Only the build's refusals are kept: they depend on the spec alone (bounds count steps
+// and states, not time); the first mask's work depends on the masks the vocabulary has shared so far. The
+// reason is kept without the request's parameter name, which the same spec may come under. An entry holds
+// its vocabulary, whose address is in the key.
 struct Refusal {
-  ApiError error;
+  std::string reason;
   std::shared_ptr<const grammar::TokenVocab> vocab;
 };
 constexpr size_t kRefusalCacheCount = 256;
@@ -189,6 +172,8 @@ util::SingleFlight<std::shared_ptr<const grammar::CompiledGrammar>>& compiles_in
   static util::SingleFlight<std::shared_ptr<const grammar::CompiledGrammar>> f;
   return f;
 }
+
+std::atomic<uint64_t> compiles_run{0};
 
 struct CompileLimits {
   size_t running;
@@ -209,38 +194,59 @@ util::AdmissionGate& compile_gate() {
   return g;
 }
 
-// A cached grammar or refusal, or a compile under the gate: the caches are asked again once a place is
-// free, since the requests ahead may have compiled the same spec; a place-holder whose spec another is
-// compiling waits for that compile instead of repeating it.
+[[noreturn]] void compile_queue_full() {
+  throw ApiError(429, "rate_limit_error",
+                 "too many grammar compiles are waiting (structured outputs or strict tools); retry shortly");
+}
+
+// A cached grammar or refusal, or else a compile under the gate, all on the request's thread before the
+// request is queued: the grammar is built and compiled over the vocabulary, then its first mask and the
+// distances to its end (budget steering) are computed, so a grammar too large or too costly to enforce
+// (grammar::WorkMeter) is a 400 starting with `refusal` here, not a stall in the engine, whose steps wait for
+// every mask; and the engine's first step reads both from the grammar's caches. A request whose spec another
+// request is compiling waits for that compile (holding a place in the gate's line, not a running place);
+// the owner asks the caches again once it has a place, since the requests ahead may have compiled it.
 std::shared_ptr<const grammar::CompiledGrammar> cached_or_compiled(
     const std::string& key, const std::shared_ptr<const grammar::TokenVocab>& vocab,
-    const std::function<std::shared_ptr<const grammar::CompiledGrammar>()>& compile) {
+    const std::function<grammar::Grammar()>& build, const std::string& refusal, const std::string& param) {
   const auto known = [&key]() -> std::shared_ptr<const grammar::CompiledGrammar> {
     if (auto g = cache().get(key)) return g;
-    if (auto r = refusals().get(key)) throw(*r)->error;
+    if (auto r = refusals().get(key)) throw Error((*r)->reason);
     return nullptr;
   };
-  if (auto g = known()) return g;
-  auto ticket = compile_gate().enter();
-  if (!ticket) {
-    throw ApiError(
-        429, "rate_limit_error",
-        "too many grammar compiles are waiting (structured outputs or strict tools); retry shortly");
-  }
-  return compiles_in_flight().run(key, [&]() -> std::shared_ptr<const grammar::CompiledGrammar> {
+  try {
     if (auto g = known()) return g;
-    try {
-      auto compiled = compile();
-      cache().put(key, compiled);
-      return compiled;
-    } catch (const ApiError& e) {
-      if (e.status() == 400) {
-        refusals().put(key, std::make_shared<const Refusal>(Refusal{e, vocab}),
-                       key.capacity() + std::string_view(e.what()).size());
-      }
-      throw;
-    }
-  });
+    return compiles_in_flight().run(
+        key,
+        [&]() -> std::shared_ptr<const grammar::CompiledGrammar> {
+          auto ticket = compile_gate().enter();
+          if (!ticket) compile_queue_full();
+          if (auto g = known()) return g;
+          ++compiles_run;
+          grammar::Grammar built;
+          try {
+            built = build();
+          } catch (const Error& e) {
+            refusals().put(key, std::make_shared<const Refusal>(Refusal{e.what(), vocab}),
+                           key.capacity() + std::string_view(e.what()).size());
+            throw;
+          }
+          auto compiled = std::make_shared<const grammar::CompiledGrammar>(std::move(built), vocab);
+          std::vector<uint64_t> bits;
+          grammar::GrammarMatcher m(compiled);
+          m.fill_mask(bits);
+          m.min_completion_bytes();
+          cache().put(key, compiled);
+          return compiled;
+        },
+        []() -> std::shared_ptr<void> {
+          auto place = compile_gate().stand_in_line();
+          if (!place) compile_queue_full();
+          return std::make_shared<util::AdmissionGate::Ticket>(std::move(*place));
+        });
+  } catch (const Error& e) {
+    throw ApiError::bad_request(refusal + e.what(), param);
+  }
 }
 
 }  // namespace
@@ -249,6 +255,7 @@ GrammarCacheStats grammar_cache_stats() {
   GrammarCacheStats stats = cache().stats();
   stats.refusals = refusals().size();
   stats.compiles_waiting_for_equal = compiles_in_flight().waiting();
+  stats.compiles = compiles_run.load();
   return stats;
 }
 
@@ -286,9 +293,7 @@ std::shared_ptr<const grammar::CompiledGrammar> compile_structured_output(
     }
     return grammar::choice_grammar(so.choices);
   };
-  return cached_or_compiled(key, vocab, [&] {
-    return compile_checked(build, vocab, "'" + so.param + "' cannot be enforced: ", so.param);
-  });
+  return cached_or_compiled(key, vocab, build, "'" + so.param + "' cannot be enforced: ", so.param);
 }
 
 std::shared_ptr<const grammar::CompiledGrammar> compile_tool_call_grammar(
@@ -324,10 +329,9 @@ std::shared_ptr<const grammar::CompiledGrammar> compile_tool_call_grammar(
   options.free_text = !forced;
   options.parallel = parallel;
   options.json.max_whitespace = 2;  // as for structured outputs: few whitespace bytes
-  return cached_or_compiled(key, vocab, [&] {
-    return compile_checked([&list, &options] { return grammar::tool_call_grammar(list, options); }, vocab,
-                           "cannot constrain decoding to these tools: ", "tools");
-  });
+  return cached_or_compiled(
+      key, vocab, [&list, &options] { return grammar::tool_call_grammar(list, options); },
+      "cannot constrain decoding to these tools: ", "tools");
 }
 
 }  // namespace spark

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -34,6 +35,7 @@ struct GrammarCacheStats {
   size_t bytes = 0;  // as measured before the last insertion
   size_t refusals = 0;                    // refused specs kept (answered again without a compile)
   size_t compiles_waiting_for_equal = 0;  // requests waiting for another's compile of their spec
+  uint64_t compiles = 0;                  // grammar builds started since the process began
 };
 GrammarCacheStats grammar_cache_stats();
 void set_grammar_cache_limits(size_t max_grammars, size_t max_bytes);

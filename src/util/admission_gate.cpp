@@ -11,12 +11,23 @@ std::optional<AdmissionGate::Ticket> AdmissionGate::enter() {
     --queued_;
   }
   ++inside_;
-  return Ticket(this);
+  return Ticket(this, false);
 }
 
-void AdmissionGate::leave() {
+std::optional<AdmissionGate::Ticket> AdmissionGate::stand_in_line() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (queued_ >= waiting_) return std::nullopt;
+  ++queued_;
+  return Ticket(this, true);
+}
+
+void AdmissionGate::leave(bool in_line) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (in_line) {
+      --queued_;
+      return;  // no place was freed
+    }
     --inside_;
   }
   freed_.notify_one();

@@ -18,21 +18,27 @@ class AdmissionGate {
   // A place, held until the Ticket is destroyed.
   class Ticket {
    public:
-    explicit Ticket(AdmissionGate* gate) : gate_(gate) {}
-    Ticket(Ticket&& o) noexcept : gate_(o.gate_) { o.gate_ = nullptr; }
+    Ticket(AdmissionGate* gate, bool in_line) : gate_(gate), in_line_(in_line) {}
+    Ticket(Ticket&& o) noexcept : gate_(o.gate_), in_line_(o.in_line_) { o.gate_ = nullptr; }
     Ticket(const Ticket&) = delete;
     Ticket& operator=(const Ticket&) = delete;
     Ticket& operator=(Ticket&&) = delete;
     ~Ticket() {
-      if (gate_) gate_->leave();
+      if (gate_) gate_->leave(in_line_);
     }
 
    private:
     AdmissionGate* gate_;
+    bool in_line_;
   };
 
   // Waits for a place; nullopt (without waiting) when `waiting` callers already wait.
   std::optional<Ticket> enter();
+
+  // A place in the line, held (without ever running) while its holder waits for another holder's work
+  // (the same grammar being compiled): such waiters count against `waiting` like the queued ones.
+  // nullopt when the line is full.
+  std::optional<Ticket> stand_in_line();
 
   // New bounds; callers already inside or waiting keep their places.
   void set_limits(size_t running, size_t waiting);
@@ -41,7 +47,7 @@ class AdmissionGate {
   size_t waiting() const;
 
  private:
-  void leave();
+  void leave(bool in_line);
 
   mutable std::mutex mutex_;
   std::condition_variable freed_;

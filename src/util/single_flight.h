@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -16,7 +17,10 @@ namespace spark::util {
 template <class V>
 class SingleFlight {
  public:
-  V run(const std::string& key, const std::function<V()>& work) {
+  // `admit_waiter`, when given, is called before a caller waits for another's run: what it returns is held
+  // until the wait ends (a place in a bounded line), and it may throw to turn the caller away instead.
+  V run(const std::string& key, const std::function<V()>& work,
+        const std::function<std::shared_ptr<void>()>& admit_waiter = {}) {
     std::promise<V> mine;
     std::shared_future<V> theirs;
     {
@@ -37,6 +41,7 @@ class SingleFlight {
           --self->waiting_;
         }
       } leave{this};
+      const std::shared_ptr<void> admitted = admit_waiter ? admit_waiter() : nullptr;
       return theirs.get();
     }
     try {

@@ -120,7 +120,7 @@ test('a prompt that can never run is refused before its grammars compile', async
 });
 
 test('grammar compiles past --max-grammar-compiles and its queue are a 429 with Retry-After', async () => {
-  // One compile at a time and 4 waiting: of 8 distinct grammars sent at once (each compiles for about a
+  // One compile at a time and 4 waiting: of 8 distinct grammars sent at once (each compiles for most of a
   // second before its epsilon closures pass their bound), at least 3 find no place. The server answers after.
   const slow = (i) => ({ model: 'spark-test', prompt: 'hi', max_tokens: 2,
                          structured_outputs: { regex: `${'b'.repeat(i + 1)}(.*a*.*.*){200}` } });

@@ -86,28 +86,33 @@ TEST(GrammarCache, GrowthWhileInUseIsCountedAtTheNextInsertion) {
 
 TEST(GrammarCache, RefusedSpecsAreRefusedAgainWithoutACompile) {
   // (a{1000}){10000} needs 20 million states, past the grammar bound: a 400. The refusal is kept by its spec,
-  // so the next request with it is answered from the cache (a costly refused schema sent over and over
-  // costs one compile); another vocabulary is another key.
+  // so the next request with it is answered without building the grammar again (a costly refused schema
+  // sent over and over costs one compile), under whichever parameter it comes; another vocabulary is
+  // another key.
   const auto v = vocab();
-  const StructuredOutput so{StructuredOutput::Kind::kRegex, "(a{1000}){10000}", {}, "structured_outputs"};
-  const auto refusal = [&](const std::shared_ptr<const grammar::TokenVocab>& with) {
+  const auto refusal = [](const std::shared_ptr<const grammar::TokenVocab>& with, const std::string& param) {
     try {
-      compile_structured_output(so, with);
+      compile_structured_output({StructuredOutput::Kind::kRegex, "(a{1000}){10000}", {}, param}, with);
     } catch (const ApiError& e) {
       EXPECT_EQ(e.status(), 400);
-      EXPECT_EQ(e.param(), "structured_outputs");
+      EXPECT_EQ(e.param(), param);
       return std::string(e.what());
     }
     return std::string("compiled");
   };
-  const size_t kept = grammar_cache_stats().refusals;
-  const std::string first = refusal(v);
-  EXPECT_NE(first.find("grammar too large"), std::string::npos) << first;
-  EXPECT_EQ(grammar_cache_stats().refusals, kept + 1);
-  EXPECT_EQ(refusal(v), first);
-  EXPECT_EQ(grammar_cache_stats().refusals, kept + 1);
-  EXPECT_EQ(refusal(vocab()), first);
-  EXPECT_EQ(grammar_cache_stats().refusals, kept + 2);
+  const GrammarCacheStats before = grammar_cache_stats();
+  const std::string first = refusal(v, "structured_outputs");
+  EXPECT_EQ(first.rfind("'structured_outputs' cannot be enforced: grammar too large", 0), 0u) << first;
+  EXPECT_EQ(grammar_cache_stats().refusals, before.refusals + 1);
+  EXPECT_EQ(grammar_cache_stats().compiles, before.compiles + 1);
+  EXPECT_EQ(refusal(v, "structured_outputs"), first);
+  const std::string other = refusal(v, "guided_regex");
+  EXPECT_EQ(other, "'guided_regex'" + first.substr(first.find(' ')));
+  EXPECT_EQ(grammar_cache_stats().compiles, before.compiles + 1);
+  EXPECT_EQ(grammar_cache_stats().refusals, before.refusals + 1);
+  EXPECT_EQ(refusal(vocab(), "structured_outputs"), first);
+  EXPECT_EQ(grammar_cache_stats().compiles, before.compiles + 2);
+  EXPECT_EQ(grammar_cache_stats().refusals, before.refusals + 2);
   EXPECT_EQ(grammar_cache_stats().compiles_waiting_for_equal, 0u);
 }
 

@@ -61,5 +61,27 @@ TEST(AdmissionGate, RaisingTheLimitLetsWaitersIn) {
   EXPECT_EQ(gate.running(), 1u);
 }
 
+TEST(AdmissionGate, APlaceInLineCountsAgainstTheLineAndNeverRuns) {
+  // A caller waiting for another's work (the same grammar) holds a place in the line: the line's bound
+  // covers it, and leaving frees no running place.
+  AdmissionGate gate(1, 2);
+  auto running = gate.enter();
+  auto in_line = gate.stand_in_line();
+  ASSERT_TRUE(in_line.has_value());
+  EXPECT_EQ(gate.waiting(), 1u);
+  EXPECT_EQ(gate.running(), 1u);
+  std::thread queued([&] { auto t = gate.enter(); });
+  wait_until([&] { return gate.waiting() == 2; });
+  EXPECT_FALSE(gate.stand_in_line().has_value());  // the line is full
+  EXPECT_FALSE(gate.enter().has_value());
+  in_line.reset();
+  EXPECT_EQ(gate.waiting(), 1u);
+  EXPECT_EQ(gate.running(), 1u);  // the queued caller still waits for the running place
+  running.reset();
+  queued.join();
+  EXPECT_EQ(gate.running(), 0u);
+  EXPECT_EQ(gate.waiting(), 0u);
+}
+
 }  // namespace
 }  // namespace spark::util

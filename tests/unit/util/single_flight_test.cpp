@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <future>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -73,6 +74,37 @@ TEST(SingleFlight, TheRunsExceptionReachesEveryWaiter) {
   for (auto& t : callers) t.join();
   EXPECT_EQ(f.runs, 1);
   EXPECT_EQ(refused, 3);
+}
+
+TEST(SingleFlight, AWaiterHoldsWhatItsAdmissionGaveOrIsTurnedAway) {
+  Flight f;
+  const auto work = [&f] {
+    ++f.runs;
+    f.released.wait();
+    return 7;
+  };
+  std::atomic<int> held{0}, turned_away{0};
+  const auto admit = [&]() -> std::shared_ptr<void> {
+    if (held == 1) throw std::runtime_error("line full");
+    ++held;
+    return std::shared_ptr<void>(nullptr, [&held](void*) { --held; });
+  };
+  std::thread owner([&] { EXPECT_EQ(f.flight.run("k", work, admit), 7); });
+  wait_until([&] { return f.runs == 1; });
+  std::thread waiter([&] { EXPECT_EQ(f.flight.run("k", work, admit), 7); });
+  wait_until([&] { return held == 1; });
+  try {
+    f.flight.run("k", work, admit);
+  } catch (const std::runtime_error&) {
+    ++turned_away;
+  }
+  EXPECT_EQ(turned_away, 1);
+  EXPECT_EQ(f.flight.waiting(), 1u);  // the turned-away caller left the count
+  f.release.set_value();
+  owner.join();
+  waiter.join();
+  EXPECT_EQ(held, 0);  // released when the wait ended
+  EXPECT_EQ(f.runs, 1);
 }
 
 TEST(SingleFlight, OtherKeysRunAtTheSameTime) {
