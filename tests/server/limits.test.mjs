@@ -119,6 +119,24 @@ test('a prompt that can never run is refused before its grammars compile', async
   assert.match(e.message, /maximum context length/);
 });
 
+test('a spec refused as too costly is built once: requests with it wait or read the kept refusal, each named by its own field', async () => {
+  const regex = 'c(.*a*.*.*){200}';
+  const bodies = [{ structured_outputs: { regex } }, { guided_regex: regex }, { structured_outputs: { regex } }]
+    .map((so) => ({ model: 'spark-test', prompt: 'hi', max_tokens: 2, ...so }));
+  const before = (await server.metrics()).spark_grammar_compiles_total;
+  const answers = await Promise.all(bodies.map((b) => postJson(`${server.url}/v1/completions`, b)));
+  const params = ['structured_outputs.regex', 'guided_regex', 'structured_outputs.regex'];
+  answers.forEach((r, i) => {
+    const e = assertOpenAIError(r, 400, params[i]);
+    assert.equal(e.param, params[i]);
+    assert.ok(e.message.startsWith(`'${params[i]}' cannot be enforced: grammar too large`), e.message);
+  });
+  const after = await server.metrics();
+  assert.equal(after.spark_grammar_compiles_total, before + 1);
+  assert.ok(after.spark_grammar_refusals_cached >= 1);
+  assert.equal(after.spark_grammar_compiles_waiting_for_equal, 0);
+});
+
 test('grammar compiles past --max-grammar-compiles and its queue are a 429 with Retry-After', async () => {
   // One compile at a time and 4 waiting: of 8 distinct grammars sent at once (each compiles for most of a
   // second before its epsilon closures pass their bound), at least 3 find no place. The server answers after.
