@@ -206,6 +206,8 @@ util::AdmissionGate& compile_gate() {
 // every mask; and the engine's first step reads both from the grammar's caches. A request whose spec another
 // request is compiling waits for that compile (holding a place in the gate's line, not a running place);
 // the owner asks the caches again once it has a place, since the requests ahead may have compiled it.
+// (The owner takes its place after it is known as the owner: waiters arriving in between may fill the line
+// first, and then the owner's 429 is theirs too.)
 std::shared_ptr<const grammar::CompiledGrammar> cached_or_compiled(
     const std::string& key, const std::shared_ptr<const grammar::TokenVocab>& vocab,
     const std::function<grammar::Grammar()>& build, const std::string& refusal, const std::string& param) {
@@ -240,9 +242,13 @@ std::shared_ptr<const grammar::CompiledGrammar> cached_or_compiled(
           return compiled;
         },
         []() -> std::shared_ptr<void> {
+          // A place in the line, or a running place left idle when the line is full (it may be 0 places
+          // long): the waiters stay within the gate's bounds.
           auto place = compile_gate().stand_in_line();
-          if (!place) compile_queue_full();
-          return std::make_shared<util::AdmissionGate::Ticket>(std::move(*place));
+          if (place) return std::make_shared<util::AdmissionGate::Ticket>(std::move(*place));
+          auto idle = compile_gate().try_enter();
+          if (!idle) compile_queue_full();
+          return std::make_shared<util::AdmissionGate::Ticket>(std::move(*idle));
         });
   } catch (const Error& e) {
     throw ApiError::bad_request(refusal + e.what(), param);

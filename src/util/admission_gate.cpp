@@ -14,6 +14,13 @@ std::optional<AdmissionGate::Ticket> AdmissionGate::enter() {
   return Ticket(this, false);
 }
 
+std::optional<AdmissionGate::Ticket> AdmissionGate::try_enter() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (inside_ >= running_) return std::nullopt;
+  ++inside_;
+  return Ticket(this, false);
+}
+
 std::optional<AdmissionGate::Ticket> AdmissionGate::stand_in_line() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (queued_ >= waiting_) return std::nullopt;

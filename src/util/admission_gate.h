@@ -35,6 +35,9 @@ class AdmissionGate {
   // Waits for a place; nullopt (without waiting) when `waiting` callers already wait.
   std::optional<Ticket> enter();
 
+  // A running place if one is free now, else nullopt (never waits).
+  std::optional<Ticket> try_enter();
+
   // A place in the line, held (without ever running) while its holder waits for another holder's work
   // (the same grammar being compiled): such waiters count against `waiting` like the queued ones.
   // nullopt when the line is full.

@@ -4,6 +4,7 @@
 // clients at once takes one core, not one per client.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <future>
@@ -41,17 +42,19 @@ class SingleFlight {
           --self->waiting_;
         }
       } leave{this};
+      if (theirs.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return theirs.get();
       const std::shared_ptr<void> admitted = admit_waiter ? admit_waiter() : nullptr;
       return theirs.get();
     }
+    // The result is published before the key is erased: a caller arriving in between reads it at once.
     try {
       V value = work();
-      finish(key);
       mine.set_value(value);
+      finish(key);
       return value;
     } catch (...) {
-      finish(key);
       mine.set_exception(std::current_exception());
+      finish(key);
       throw;
     }
   }

@@ -121,11 +121,21 @@ test('a constraint too costly to enforce is a 400 before it reaches the engine, 
     { guided_regex: '(.*)'.repeat(1000) },  // epsilon closures past their bound (600M entries unbounded)
     { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^(.*.*.*.*){50}$' } } } },
   ];
-  for (const extra of costly) {
+  const send = async (extra) => {
     const r = await postJson(`${server.url}/v1/chat/completions`, { model: 'spark-test', messages, max_tokens: 8, ...noThinking, ...extra });
     assert.equal(r.status, 400, r.text);
     assert.match(r.json.error.message, /too costly to enforce|grammar too large/, r.text);
-  }
+  };
+  for (const extra of costly) await send(extra);
+  // Sent again: the closure refusal is kept (no build), the first mask's is not (it depends on the masks
+  // the vocabulary has shared so far), so that one builds again.
+  const compiles = async () => (await server.metrics()).spark_grammar_compiles_total;
+  let before = await compiles();
+  await send(costly[1]);
+  assert.equal(await compiles(), before);
+  before = await compiles();
+  await send(costly[0]);
+  assert.equal(await compiles(), before + 1);
   // The first mask is cheap (only 'x'), the ones after it are not: the engine ends the request with a client
   // error. A non-streamed reply sends its status only when generation has ended, so that status is 400 (not a
   // 200 with an error body); a stream's status went out with its first event, so the error is its last event.

@@ -83,5 +83,16 @@ TEST(AdmissionGate, APlaceInLineCountsAgainstTheLineAndNeverRuns) {
   EXPECT_EQ(gate.waiting(), 0u);
 }
 
+TEST(AdmissionGate, TryEnterTakesOnlyAFreePlace) {
+  AdmissionGate gate(1, 0);  // no line at all
+  EXPECT_FALSE(gate.stand_in_line().has_value());
+  auto first = gate.try_enter();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_FALSE(gate.try_enter().has_value());  // taken: no waiting
+  first.reset();
+  EXPECT_TRUE(gate.try_enter().has_value());
+  EXPECT_EQ(gate.running(), 0u);
+}
+
 }  // namespace
 }  // namespace spark::util
