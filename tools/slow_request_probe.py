@@ -79,6 +79,7 @@ def cases(model):
             {"type": "object", "additionalProperties": False,
              "properties": {f"k{i}": {"type": "integer"} for i in range(4000)}}))),
         ("regex (a{1000}){1000}", *chat(structured_outputs={"regex": "(a{1000}){1000}"})),
+        ("regex (.*a*.*.*){200}: 20 bytes, closures to their bound", *chat(structured_outputs={"regex": "(.*a*.*.*){200}"})),
         ("regex of 400k nested groups", *chat(structured_outputs={"regex": "(" * 400000 + "a" + ")" * 400000})),
         ("schema pattern of 400k '.'", *chat(response_format=schema({"type": "string", "pattern": "." * 400000}))),
         ("regex of 400k alternatives", *chat(structured_outputs={"regex": "|".join(["a"] * 400000)})),
