@@ -46,9 +46,9 @@ void GrammarBuilder::charge_intersection_work(size_t steps) {
 ExprId GrammarBuilder::add(Node n) {
   // Equal expressions are one node (they are never changed once made): an enum of 1 000 copies of a
   // 120-deep object made 1 000 copies of every node (2.4M nodes for 1.7 MB), and each character of a
-  // property name its own escape alternatives.
-  // The hash starts from a per-process random seed and mixes each field through splitmix64's finalizer: the
-  // nodes are the client's schema, and nodes crafted to share a bucket would make each lookup a scan.
+  // property name its own escape alternatives. The hash starts from a per-process random seed and mixes
+  // each field through splitmix64's finalizer: the nodes are the client's schema, and nodes crafted to
+  // share a bucket would make each lookup a scan.
   static const uint64_t kSeed = (uint64_t{std::random_device()()} << 32) | std::random_device()();
   uint64_t h = kSeed;
   const auto mix = [&h](uint64_t v) {
@@ -550,8 +550,8 @@ class Compiler {
   }
 
   uint32_t new_state() {
-    if (g_.states.size() >=
-        max_states_) {  // not reached: count_states refused first (the tests tell them apart)
+    // Not reached: count_states refused first ("built" tells the two apart in the tests).
+    if (g_.states.size() >= max_states_) {
       throw Error("grammar too large: more than " + std::to_string(max_states_) + " automaton states built");
     }
     g_.states.emplace_back();
