@@ -1,7 +1,6 @@
 #include "grammar/grammar.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <queue>
 #include <random>
@@ -38,8 +37,8 @@ void GrammarBuilder::charge_intersection_work(size_t steps) {
   constexpr size_t kMaxIntersectionWork = size_t{1} << 26;
   intersection_work_ += steps;
   if (intersection_work_ > kMaxIntersectionWork) {
-    throw Error("grammar too large: its intersections take more than " + std::to_string(kMaxIntersectionWork) +
-                " steps");
+    throw Error("grammar too large: its intersections take more than " +
+                std::to_string(kMaxIntersectionWork) + " steps");
   }
 }
 
@@ -495,58 +494,63 @@ class Compiler {
   // 5 s, before new_state refused). Each expression is counted once, each use of it added (build makes
   // a copy per use); counts saturate just past the bound.
   void count_states(int root) {
-    const size_t cap = max_states_ + 1;
-    std::unordered_map<ExprId, size_t> counted;
-    std::unordered_set<int> seen{root};
+    count_seen_rules_ = {root};
     std::vector<int> todo{root};
-    const auto add = [cap](size_t a, size_t b) { return std::min(cap, a + b); };
-    std::function<size_t(ExprId)> count = [&](ExprId e) -> size_t {
-      if (const auto it = counted.find(e); it != counted.end()) return it->second;
-      const GrammarBuilder::Node& n = b_.node(e);
-      size_t c = 0;
-      switch (n.kind) {
-        case GrammarBuilder::Node::kEmpty:
-          c = 1;
-          break;
-        case GrammarBuilder::Node::kCall:
-          if (seen.insert(n.rule).second) todo.push_back(n.rule);
-          c = 2;
-          break;
-        case GrammarBuilder::Node::kNothing:
-        case GrammarBuilder::Node::kBytes:
-          c = 2;
-          break;
-        case GrammarBuilder::Node::kSeq:
-          for (ExprId k : n.kids) c = add(c, count(k));
-          break;
-        case GrammarBuilder::Node::kAlt:
-          c = 2;
-          for (ExprId k : n.kids) c = add(c, count(k));
-          break;
-        case GrammarBuilder::Node::kDfa:
-          c = add(n.dfa->edges.size(), 1);
-          for (ExprId k : n.kids) c = add(c, count(k));
-          break;
-        case GrammarBuilder::Node::kRepeat: {
-          const size_t kid = count(n.kids[0]);
-          const auto times = [&](size_t copies) { return kid && copies > cap / kid ? cap : copies * kid; };
-          c = add(1, times(static_cast<size_t>(n.min)));
-          c = add(c, n.max == kUnbounded ? add(1, kid) : add(1, times(static_cast<size_t>(n.max - n.min))));
-          break;
-        }
-      }
-      counted.emplace(e, c);
-      return c;
-    };
     size_t total = 0;
     while (!todo.empty()) {
       const int r = todo.back();
       todo.pop_back();
-      total = add(total, count(body_of(r)));
+      total = saturating_add(total, count_states_of(body_of(r), todo));
       if (total > max_states_) {
         throw Error("grammar too large: more than " + std::to_string(max_states_) + " automaton states");
       }
     }
+    std::unordered_map<ExprId, size_t>().swap(counted_);
+    std::unordered_set<int>().swap(count_seen_rules_);
+  }
+
+  size_t saturating_add(size_t a, size_t b) const { return std::min(max_states_ + 1, a + b); }
+
+  // The states build(e) makes; a rule called for the first time is queued on `todo`.
+  size_t count_states_of(ExprId e, std::vector<int>& todo) {
+    if (const auto it = counted_.find(e); it != counted_.end()) return it->second;
+    const GrammarBuilder::Node& n = b_.node(e);
+    size_t c = 0;
+    switch (n.kind) {
+      case GrammarBuilder::Node::kEmpty:
+        c = 1;
+        break;
+      case GrammarBuilder::Node::kCall:
+        if (count_seen_rules_.insert(n.rule).second) todo.push_back(n.rule);
+        c = 2;
+        break;
+      case GrammarBuilder::Node::kNothing:
+      case GrammarBuilder::Node::kBytes:
+        c = 2;
+        break;
+      case GrammarBuilder::Node::kSeq:
+        for (ExprId k : n.kids) c = saturating_add(c, count_states_of(k, todo));
+        break;
+      case GrammarBuilder::Node::kAlt:
+        c = 2;
+        for (ExprId k : n.kids) c = saturating_add(c, count_states_of(k, todo));
+        break;
+      case GrammarBuilder::Node::kDfa:
+        c = saturating_add(n.dfa->edges.size(), 1);
+        for (ExprId k : n.kids) c = saturating_add(c, count_states_of(k, todo));
+        break;
+      case GrammarBuilder::Node::kRepeat: {
+        const size_t kid = count_states_of(n.kids[0], todo), cap = max_states_ + 1;
+        const auto times = [&](size_t copies) { return kid && copies > cap / kid ? cap : copies * kid; };
+        c = saturating_add(1, times(static_cast<size_t>(n.min)));
+        c = saturating_add(c, n.max == kUnbounded
+                                  ? saturating_add(1, kid)
+                                  : saturating_add(1, times(static_cast<size_t>(n.max - n.min))));
+        break;
+      }
+    }
+    counted_.emplace(e, c);
+    return c;
   }
 
   uint32_t new_state() {
@@ -651,7 +655,9 @@ class Compiler {
   std::vector<std::vector<uint32_t>> eps_;
   std::vector<ByteEdges> byte_edges_;
   std::vector<int> pending_calls_;
-  std::unordered_map<int, uint32_t> local_;  // builder rule -> this grammar's rule number
+  std::unordered_map<int, uint32_t> local_;     // builder rule -> this grammar's rule number
+  std::unordered_map<ExprId, size_t> counted_;  // count_states: expression -> states its build makes
+  std::unordered_set<int> count_seen_rules_;    // count_states: rules already queued
 };
 
 }  // namespace
