@@ -10,7 +10,9 @@ namespace spark::jinja {
 
 namespace {
 
-// Bounds recursion on pathological input such as thousands of nested parentheses.
+// Bounds recursion on pathological input such as thousands of nested parentheses, blocks or links of a
+// chain (a.b.c, 1 + 1 + 1): the parser, the name check, the interpreter and the tree's destructors each
+// recurse once per level, and a 480 KB template of nested ifs overflowed the stack.
 constexpr int kMaxNesting = 200;
 
 class Parser {
@@ -167,6 +169,7 @@ class Parser {
     for (const char* name : kUnsupported) {
       if (tag == name) fail("tag '" + tag + "' is not supported in chat templates", line);
     }
+    DepthGuard guard(*this, "blocks nested too deeply");
     tag_stack_.push_back(tag);
     if (tag == "for") {
       body.push_back(parse_for());
@@ -374,11 +377,23 @@ class Parser {
 
   // ---- expressions --------------------------------------------------------------------------------------
   struct DepthGuard {
-    explicit DepthGuard(Parser& p) : parser(p) {
-      if (++parser.depth_ > kMaxNesting) parser.fail("expression nested too deeply");
+    explicit DepthGuard(Parser& p, const char* what = "expression nested too deeply") : parser(p) {
+      if (++parser.depth_ > kMaxNesting) parser.fail(what);
     }
     ~DepthGuard() { --parser.depth_; }
     Parser& parser;
+  };
+
+  // A chain is parsed by a loop, but each link wraps the node before it: one level per link.
+  struct ChainDepth {
+    explicit ChainDepth(Parser& p) : parser(p) {}
+    void link() {
+      ++links;
+      if (++parser.depth_ > kMaxNesting) parser.fail("expression nested too deeply");
+    }
+    ~ChainDepth() { parser.depth_ -= links; }
+    Parser& parser;
+    int links = 0;
   };
 
   ExprPtr parse_expression(bool with_condexpr) { return with_condexpr ? parse_condexpr() : parse_or(); }
@@ -387,7 +402,9 @@ class Parser {
     DepthGuard guard(*this);
     int line = cur().line;
     ExprPtr expr = parse_or();
+    ChainDepth chain(*this);
     while (skip_name("if")) {
+      chain.link();
       auto cond = std::make_unique<CondExpr>(line);
       cond->then = std::move(expr);
       cond->test = parse_or();
@@ -400,7 +417,9 @@ class Parser {
 
   ExprPtr parse_or() {
     ExprPtr left = parse_and();
+    ChainDepth chain(*this);
     while (is_name(cur(), "or")) {
+      chain.link();
       const int line = advance().line;
       left = std::make_unique<BinaryExpr>(ExprKind::kOr, BinaryOp::kAdd, std::move(left), parse_and(), line);
     }
@@ -409,7 +428,9 @@ class Parser {
 
   ExprPtr parse_and() {
     ExprPtr left = parse_not();
+    ChainDepth chain(*this);
     while (is_name(cur(), "and")) {
+      chain.link();
       const int line = advance().line;
       left = std::make_unique<BinaryExpr>(ExprKind::kAnd, BinaryOp::kAdd, std::move(left), parse_not(), line);
     }
@@ -460,7 +481,9 @@ class Parser {
 
   ExprPtr parse_math1() {
     ExprPtr left = parse_concat();
+    ChainDepth chain(*this);
     while (is_op(cur(), "+") || is_op(cur(), "-")) {
+      chain.link();
       const Token& t = advance();
       const BinaryOp op = t.value == "+" ? BinaryOp::kAdd : BinaryOp::kSub;
       left = std::make_unique<BinaryExpr>(ExprKind::kBinary, op, std::move(left), parse_concat(), t.line);
@@ -480,7 +503,9 @@ class Parser {
 
   ExprPtr parse_math2() {
     ExprPtr left = parse_pow();
+    ChainDepth chain(*this);
     while (is_op(cur(), "*") || is_op(cur(), "/") || is_op(cur(), "//") || is_op(cur(), "%")) {
+      chain.link();
       const Token& t = advance();
       const BinaryOp op = t.value == "*"    ? BinaryOp::kMul
                           : t.value == "/"  ? BinaryOp::kDiv
@@ -493,7 +518,9 @@ class Parser {
 
   ExprPtr parse_pow() {
     ExprPtr left = parse_unary(true);
+    ChainDepth chain(*this);
     while (is_op(cur(), "**")) {
+      chain.link();
       const int line = advance().line;
       left = std::make_unique<BinaryExpr>(ExprKind::kBinary, BinaryOp::kPow, std::move(left),
                                           parse_unary(true), line);
@@ -633,7 +660,9 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr node) {
+    ChainDepth chain(*this);
     while (true) {
+      if (is_op(cur(), ".") || is_op(cur(), "[") || is_op(cur(), "(")) chain.link();
       if (is_op(cur(), ".") || is_op(cur(), "[")) {
         node = parse_subscript(std::move(node));
       } else if (is_op(cur(), "(")) {
@@ -645,7 +674,9 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr node) {
+    ChainDepth chain(*this);
     while (true) {
+      if (is_op(cur(), "|") || is_name(cur(), "is") || is_op(cur(), "(")) chain.link();
       if (skip_op("|")) {
         node = parse_filter_link(std::move(node));
       } else if (is_name(cur(), "is")) {

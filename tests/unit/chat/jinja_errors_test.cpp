@@ -188,6 +188,57 @@ TEST(JinjaLimits, NestingDepthIsCapped) {
   EXPECT_TRUE(render_error(deep + "{{ [ns.x] }}"));
 }
 
+// Blocks and chains nest one tree level per block or link, and parsing, checking, rendering and destroying
+// the tree recurse once per level: before the cap a 480 KB template of nested ifs, and 1 MB chains such as
+// a.a.a... or 1 + 1 + ..., crashed spark-chat-render with SIGSEGV. Now each is a syntax error.
+TEST(JinjaLimits, NestedBlocksAndLongChainsAreCapped) {
+  const auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  const auto chain = [&](const std::string& head, const std::string& link, int n) {
+    return "{{ " + head + repeat(link, n) + " }}";
+  };
+  const auto nested = [&](const std::string& open, const std::string& close, int n) {
+    return repeat(open, n) + "x" + repeat(close, n);
+  };
+  const int n = 100000;
+  const std::vector<std::string> cases = {
+      nested("{% if true %}", "{% endif %}", n),
+      nested("{% for a in [1] %}", "{% endfor %}", n),
+      "{% macro m() %}{{ caller() }}{% endmacro %}" + nested("{% call m() %}", "{% endcall %}", n),
+      nested("{% filter upper %}", "{% endfilter %}", n),
+      chain("messages", ".a", n),
+      chain("messages", "[0]", n),
+      chain("range", "(1)", n),
+      chain("1", "|string", n),
+      chain("1", " + 1", n),
+      chain("1", " * 1", n),
+      chain("1", " ** 1", n),
+      chain("1", " and 1", n),
+      chain("1", " or 1", n),
+      chain("1", " if 1", n),
+  };
+  for (const std::string& source : cases) {
+    auto e = render_error(source);
+    ASSERT_TRUE(e) << source.substr(0, 40);
+    EXPECT_EQ(e->kind(), TemplateError::Kind::kSyntax) << source.substr(0, 40) << ": " << e->what();
+    EXPECT_NE(e->detail().find("nested too deeply"), std::string::npos) << source.substr(0, 40);
+  }
+  // Blocks count as levels of their own (a filter block holds no expression to count).
+  auto e = render_error(nested("{% filter upper %}", "{% endfilter %}", 201));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->detail(), "blocks nested too deeply");
+  // Far deeper than any real template still renders.
+  EXPECT_EQ(render(nested("{% filter upper %}", "{% endfilter %}", 200)), "X");
+  EXPECT_EQ(render(nested("{% if true %}", "{% endif %}", 60)), "x");
+  EXPECT_EQ(render(nested("{% for a in [1] %}", "{% endfor %}", 60)), "x");
+  EXPECT_EQ(render(chain("1", " + 1", 60)), "61");
+  EXPECT_EQ(render(chain("'ab'", "|upper|lower", 30)), "ab");
+  EXPECT_EQ(render(R"({{ {"a": {"a": {"a": [[1, 2]]}}}.a.a.a[0][1] }})"), "2");
+}
+
 TEST(JinjaRobustness, GarbageNeverCrashes) {
   // Random template text and random JSON contexts: every outcome is output or a TemplateError.
   std::mt19937 rng(1234);
