@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "spark/error.h"
+#include "util/bounded_json.h"
 #include "util/text_file.h"
 
 namespace spark {
@@ -50,8 +51,8 @@ nlohmann::ordered_json GenerationConfig::sampling_json() const {
 GenerationConfig parse_generation_config(const std::string& json_text, const std::string& source) {
   json j;
   try {
-    j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+    j = parse_json_bounded(json_text);
+  } catch (const json::exception& e) {  // parse_error (too deep included), out_of_range for 1e999
     throw Error(source + ": not valid JSON: " + e.what());
   }
   if (!j.is_object()) throw Error(source + ": top level must be a JSON object");

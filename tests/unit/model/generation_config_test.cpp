@@ -36,9 +36,10 @@ TEST(GenerationConfig, AbsentFieldsStayUnset) {
 }
 
 TEST(GenerationConfig, BadValuesNameTheFileAndKey) {
-  for (const char* text : {R"({"temperature": "hot"})", R"({"temperature": 9})", R"({"top_p": 0})",
-                           R"({"top_k": 1.5})", R"({"eos_token_id": ["x"]})", R"({"eos_token_id": -3})",
-                           R"({"repetition_penalty": 0})", R"([1, 2])", R"({not json)"}) {
+  for (const char* text :
+       {R"({"temperature": "hot"})", R"({"temperature": 9})", R"({"top_p": 0})", R"({"top_k": 1.5})",
+        R"({"eos_token_id": ["x"]})", R"({"eos_token_id": -3})", R"({"repetition_penalty": 0})", R"([1, 2])",
+        R"({not json)", R"({"temperature": 1e999})"}) {
     try {
       parse_generation_config(text, "dir/generation_config.json");
       ADD_FAILURE() << "accepted " << text;
@@ -46,6 +47,22 @@ TEST(GenerationConfig, BadValuesNameTheFileAndKey) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find("dir/generation_config.json"), std::string::npos) << msg;
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+}
+
+// A checkpoint's file like any other from outside: too deep is one line, before anything walks it (an
+// error message dumping a 100 000-deep value overflowed the stack).
+TEST(GenerationConfig, DeepNestingIsAnErrorNotACrash) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string& text : {"{\"temperature\": " + deep + "}", "{\"x\": " + deep + "}"}) {
+    try {
+      parse_generation_config(text, "dir/generation_config.json");
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("dir/generation_config.json: not valid JSON"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("nested deeper than 128 levels"), std::string::npos) << msg;
     }
   }
 }
