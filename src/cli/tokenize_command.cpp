@@ -11,6 +11,7 @@
 #include "spark/error.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
+#include "util/bounded_json.h"
 
 namespace spark {
 
@@ -112,7 +113,7 @@ int run_tokenize_jsonl(const Tokenizer& tok, std::istream& in, bool pieces, bool
     if (line.empty()) continue;
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(line);
+      j = parse_json_bounded(line);
     } catch (const nlohmann::json::exception& e) {
       throw Error("input line " + std::to_string(n) + ": invalid JSON (" + e.what() + ")");
     }
@@ -159,7 +160,7 @@ int run_detokenize(const DetokenizeOptions& o) {
       if (line.empty()) continue;
       std::vector<int32_t> ids;
       try {
-        ids = nlohmann::json::parse(line).get<std::vector<int32_t>>();
+        ids = parse_json_bounded(line).get<std::vector<int32_t>>();
       } catch (const nlohmann::json::exception& e) {
         throw Error("input line " + std::to_string(n) + ": expected a JSON array of ids (" + e.what() + ")");
       }
