@@ -23,10 +23,6 @@ namespace spark {
 
 namespace {
 
-// cpp-httplib 0.11 caps each header line at 8 KiB but not their number: refuse requests that carry more
-// than any real client sends, before a handler looks at them.
-constexpr size_t kMaxHeaderCount = 100;
-constexpr size_t kMaxHeaderBytes = 64 * 1024;
 // --log-requests shows request bodies up to this many bytes.
 constexpr size_t kMaxLoggedBodyBytes = 4096;
 
@@ -126,7 +122,7 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
   // Connections waiting for a request (idle keep-alives, slow senders) hold no worker.
   fo.workers = http_worker_count(o);
   fo.max_connections = o.max_connections;
-  fo.max_header_bytes = kMaxHeaderBytes + 8 * 1024;  // headers + request line
+  fo.max_header_bytes = static_cast<size_t>(o.max_header_bytes) + 8 * 1024;  // headers + request line
   fo.max_body_bytes = static_cast<size_t>(o.max_body_bytes);
   fo.request_read_timeout_s = o.request_read_timeout_s;
   fo.keep_alive_timeout_s = o.keep_alive_timeout_s;
@@ -142,13 +138,16 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
 
   // Responses answered here reach the logger below like any other, which counts them in the metrics.
   s.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    const size_t max_count = static_cast<size_t>(ctx.options.max_header_count);
+    const size_t max_bytes = static_cast<size_t>(ctx.options.max_header_bytes);
     size_t header_bytes = 0;
     for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size() + 4;
-    if (req.headers.size() > kMaxHeaderCount || header_bytes > kMaxHeaderBytes) {
-      send_error(
-          res, ApiError(431, "invalid_request_error",
-                        "too many or too large request headers (at most " + std::to_string(kMaxHeaderCount) +
-                            " headers, " + std::to_string(kMaxHeaderBytes) + " bytes)"));
+    if (req.headers.size() > max_count || header_bytes > max_bytes) {
+      send_error(res, ApiError(431, "invalid_request_error",
+                               "too many or too large request headers (at most " + std::to_string(max_count) +
+                                   " headers, " + std::to_string(max_bytes) +
+                                   " bytes; --max-header-count, "
+                                   "--max-header-bytes)"));
       return httplib::Server::HandlerResponse::Handled;
     }
     if (!ctx.options.api_key.empty() && route_needs_api_key(req.path, ctx.options.metrics_public) &&

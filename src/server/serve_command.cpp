@@ -316,6 +316,13 @@ std::function<int()> add_serve_options(CLI::App& app) {
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--max-body-bytes", o->max_body_bytes, "Largest accepted request body")
       ->capture_default_str();
+  app.add_option("--max-header-count", o->max_header_count, "Most request headers (more: 431)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--max-header-bytes", o->max_header_bytes,
+                 "Largest request headers, names and values together (more: 431)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1024}, int64_t{16} << 20));
   app.add_option("--quant", o->quant,
                  "Weight format: none (as stored), auto (the hardware probe picks), f32, bf16, f16, int8, "
                  "w4a8, w4a16")
