@@ -1,6 +1,7 @@
 // Bounded requests: JSON nested 100000 deep is a 400 (it used to overflow the stack), and each cap (n, stop,
 // tools, logit_bias, top_logprobs, response_format, headers) is a 400/431 in OpenAI's error shape, with the
-// flag that sets it honoured. The server answers a good request afterwards.
+// flag that sets it honoured; a full queue or compile queue is a 429 with Retry-After. The server answers a
+// good request afterwards.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, postJson } from './lib.mjs';
@@ -199,5 +200,39 @@ test('too many or too large request headers are refused with 431, at the flags\'
   for (const headers of [many(20), many(2, 'b'.repeat(6000))]) {  // fetch adds about ten of its own
     const r = await post(headers);
     assert.equal(r.status, 200, await r.text());
+  }
+});
+
+test('a request past --max-queued-requests is a 429 with Retry-After; the running and queued ones go on', async () => {
+  // One running place and one queue place: A runs (its first token seen), B waits in the queue (the
+  // gauge says so), so C has no place whatever the timing.
+  const small = await startServer(['--max-num-seqs', '1', '--max-queued-requests', '1']);
+  try {
+    const body = (max_tokens, stream = false) => ({ model: 'spark-test', prompt: 'hi', max_tokens, ignore_eos: true, stream });
+    const abort = new AbortController();
+    const a = await fetch(`${small.url}/v1/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body(20000, true)),
+      signal: abort.signal,
+    });
+    assert.equal(a.status, 200);
+    const reader = a.body.getReader();
+    await reader.read();  // A is running
+    const b = postJson(`${small.url}/v1/completions`, body(2));
+    let waiting = 0;
+    for (let i = 0; i < 200 && waiting !== 1; ++i) {
+      waiting = (await small.metrics()).spark_num_requests_waiting;
+      if (waiting !== 1) await new Promise((r) => setTimeout(r, 25));
+    }
+    assert.equal(waiting, 1, 'B never showed in the queue');
+    const c = await postJson(`${small.url}/v1/completions`, body(2));
+    const e = assertOpenAIError(c, 429, 'queue full');
+    assert.equal(e.type, 'rate_limit_error');
+    assert.ok(Number(c.headers.get('retry-after')) >= 1, `Retry-After: ${c.headers.get('retry-after')}`);
+    abort.abort();  // A's client goes away: its place frees and B runs
+    const rb = await b;
+    assert.equal(rb.status, 200, rb.text);
+    assert.equal(rb.json.usage.completion_tokens, 2);
+  } finally {
+    await small.stop();
   }
 });
