@@ -116,25 +116,28 @@ test('--shutdown-timeout cancels what is still running with a final SSE error ev
   }
 });
 
-test('a second SIGTERM during the drain exits at once', async () => {
-  const server = await startServer(['--shutdown-timeout', '600']);
-  try {
-    const stream = await server.client().chat.completions.create({
-      model: 'spark-test', messages, max_tokens: 30000, ignore_eos: true, stream: true,
-    });
-    const it = stream[Symbol.asyncIterator]();
-    await it.next();
-    const exited = exitOf(server.proc);
-    server.proc.kill('SIGTERM');
-    await waitForLog(server, /waiting up to 600 s/, 'the drain to begin');
-    const t0 = Date.now();
-    server.proc.kill('SIGTERM');
-    // 128 + 15 is the second signal's exit: a drain that ran to its end would exit 0. "At once" against the
-    // 600 s the drain would wait: a bound far above a signal's delivery and _exit, however loaded the machine.
-    assert.equal(await exited, 128 + 15, server.log());
-    assert.ok(Date.now() - t0 < 30000, `exit took ${Date.now() - t0} ms`);
-    await assert.rejects((async () => { for (let r = await it.next(); !r.done; r = await it.next()); })());
-  } finally {
-    await server.stop();
-  }
-});
+for (const [second, number] of [['SIGTERM', 15], ['SIGINT', 2]]) {
+  test(`a second signal (${second}) during the drain exits at once`, async () => {
+    const server = await startServer(['--shutdown-timeout', '600']);
+    try {
+      const stream = await server.client().chat.completions.create({
+        model: 'spark-test', messages, max_tokens: 30000, ignore_eos: true, stream: true,
+      });
+      const it = stream[Symbol.asyncIterator]();
+      await it.next();
+      const exited = exitOf(server.proc);
+      server.proc.kill('SIGTERM');
+      await waitForLog(server, /waiting up to 600 s/, 'the drain to begin');
+      const t0 = Date.now();
+      server.proc.kill(second);
+      // 128 + the signal's number is the second signal's exit: a drain that ran to its end would exit 0. "At
+      // once" against the 600 s the drain would wait: a bound far above a signal's delivery and _exit,
+      // however loaded the machine.
+      assert.equal(await exited, 128 + number, server.log());
+      assert.ok(Date.now() - t0 < 30000, `exit took ${Date.now() - t0} ms`);
+      await assert.rejects((async () => { for (let r = await it.next(); !r.done; r = await it.next()); })());
+    } finally {
+      await server.stop();
+    }
+  });
+}
