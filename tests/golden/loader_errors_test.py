@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""User-facing check of checkpoint errors: `spark-server generate` on a damaged checkpoint must print exactly one
-line `error: ...` naming the file (and the tensor where there is one) and exit with status 1, never a signal.
+"""User-facing check of checkpoint errors: `spark-server generate` and `spark-server` (serve) on a damaged or
+missing checkpoint must print exactly one line `error: ...` naming the file (and the tensor where there is one)
+and exit with status 1, never a signal. (serve also logs that it listens: only its error line is counted.)
 
 The C++ unit tests cover each loader defect in depth; this checks what a user sees from the command line.
 Each case damages a copy of a freshly made random checkpoint in its own way.
@@ -110,29 +111,37 @@ def main():
             print(f"FAIL  pristine {shards}-shard checkpoint does not load (exit {ok.returncode})")
             failed += 1
 
+    runs = []
     for i, (title, damage, shards) in enumerate(CASES):
         folder = os.path.join(work, f"case{i}")
         shutil.copytree(pristine[shards], folder)
-        file_name, tensors = damage(folder)
-        proc = subprocess.run([server, "generate", "--model", folder, "--prompt-ids", "14,15", "-n", "1", "-t", "1"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        problems = []
-        if proc.returncode != 1:
-            problems.append(f"exit status {proc.returncode}" + (" (a signal)" if proc.returncode < 0 else ""))
-        if len(lines) != 1 or not lines[0].startswith("error: "):
-            problems.append(f"stderr is not one `error: ` line: {proc.stderr!r}")
-        message = lines[0] if lines else ""
-        if file_name not in message:
-            problems.append(f"does not name {file_name}")
-        if tensors and not any(t in message for t in tensors):
-            problems.append(f"names none of {tensors[:3]}{'...' if len(tensors) > 3 else ''}")
-        status = "ok  " if not problems else "FAIL"
-        print(f"{status}  {title}: {message}")
-        for p in problems:
-            print(f"        {p}")
-        passed += not problems
-        failed += bool(problems)
+        runs.append((title, folder, *damage(folder)))
+    missing = os.path.join(work, "no-such-folder")
+    runs.append(("model folder missing", missing, missing, []))
+    for title, folder, file_name, tensors in runs:
+        for mode, cmd in [("generate", [server, "generate", "--model", folder, "--prompt-ids", "14,15", "-n", "1",
+                                        "-t", "1"]),
+                          ("serve", [server, "--model", folder, "--port", "0", "--threads", "1"])]:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+            lines = [line for line in proc.stderr.splitlines() if line.strip()]
+            if mode == "serve":
+                lines = [line for line in lines if "error" in line.lower()]
+            problems = []
+            if proc.returncode != 1:
+                problems.append(f"exit status {proc.returncode}" + (" (a signal)" if proc.returncode < 0 else ""))
+            if len(lines) != 1 or not lines[0].startswith("error: "):
+                problems.append(f"stderr has not exactly one `error: ` line: {proc.stderr!r}")
+            message = lines[0] if lines else ""
+            if file_name not in message:
+                problems.append(f"does not name {file_name}")
+            if tensors and not any(t in message for t in tensors):
+                problems.append(f"names none of {tensors[:3]}{'...' if len(tensors) > 3 else ''}")
+            status = "ok  " if not problems else "FAIL"
+            print(f"{status}  {mode}, {title}: {message}")
+            for p in problems:
+                print(f"        {p}")
+            passed += not problems
+            failed += bool(problems)
 
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
