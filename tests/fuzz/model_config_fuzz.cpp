@@ -1,13 +1,15 @@
 // config.json as a checkpoint ships it (parse_model_config). Anything malformed or unsupported must be a
 // spark::Error naming the key. A config that parses must hold what the model code relies on: the sizes are
 // the file's own values (not truncated to int), positive, consistent, and the derived projection widths fit
-// in an int.
+// in an int. The same bytes go through the checkpoint's other small JSON file, generation_config.json
+// (parse_generation_config): a spark::Error or defaults within the request parser's ranges.
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "fuzz_check.h"
+#include "model/generation_config.h"
 #include "spark/error.h"
 #include "spark/model_config.h"
 
@@ -15,6 +17,14 @@ using spark::fuzz::check;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    const spark::GenerationConfig g = spark::parse_generation_config(text, "generation_config.json");
+    check(!g.temperature || (*g.temperature >= 0 && *g.temperature <= 2), "temperature out of range");
+    check(!g.top_p || (*g.top_p > 0 && *g.top_p <= 1), "top_p out of range");
+    check(!g.top_k || *g.top_k >= 0, "top_k negative");
+    for (int32_t id : g.eos_token_ids) check(id >= 0, "negative eos id");
+  } catch (const spark::Error&) {
+  }
   spark::ModelConfig c;
   try {
     c = spark::parse_model_config(text, "config.json");
