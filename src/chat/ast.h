@@ -41,6 +41,7 @@ struct Expr {
   virtual ~Expr() = default;
   ExprKind kind;
   int line;
+  int height = 1;  // levels of the tree below and including this node (set by the parser)
 };
 using ExprPtr = std::unique_ptr<Expr>;
 

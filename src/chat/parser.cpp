@@ -10,10 +10,90 @@ namespace spark::jinja {
 
 namespace {
 
-// Bounds recursion on pathological input such as thousands of nested parentheses, blocks or links of a
-// chain (a.b.c, 1 + 1 + 1): the parser, the name check, the interpreter and the tree's destructors each
-// recurse once per level, and a 480 KB template of nested ifs overflowed the stack.
+// Bounds recursion on pathological input such as thousands of nested parentheses or blocks, and the height
+// of every expression tree: the name check, the interpreter and the tree's destructors recurse once per
+// level, and chains the parser builds in a loop (a.b.c, 1 + 1 + 1) nest one level per link. A 480 KB
+// template of nested ifs, or a 400 KB chain, overflowed the stack.
 constexpr int kMaxNesting = 200;
+
+// The height of a node whose children are already built: one more than its tallest child.
+int height_of(const Expr& e) {
+  int h = 0;
+  const auto child = [&h](const Expr* c) {
+    if (c) h = std::max(h, c->height);
+  };
+  const auto args = [&child](const CallArgs& a) {
+    for (const ExprPtr& p : a.positional) child(p.get());
+    for (const auto& [name, value] : a.keyword) child(value.get());
+    child(a.star_args.get());
+    child(a.star_kwargs.get());
+  };
+  switch (e.kind) {
+    case ExprKind::kGetattr:
+      child(static_cast<const GetattrExpr&>(e).object.get());
+      break;
+    case ExprKind::kGetitem:
+      child(static_cast<const GetitemExpr&>(e).object.get());
+      child(static_cast<const GetitemExpr&>(e).index.get());
+      break;
+    case ExprKind::kSlice: {
+      const auto& s = static_cast<const SliceExpr&>(e);
+      child(s.start.get());
+      child(s.stop.get());
+      child(s.step.get());
+      break;
+    }
+    case ExprKind::kCall:
+      child(static_cast<const CallExpr&>(e).callee.get());
+      args(static_cast<const CallExpr&>(e).args);
+      break;
+    case ExprKind::kFilter:
+      child(static_cast<const FilterExpr&>(e).input.get());
+      args(static_cast<const FilterExpr&>(e).args);
+      break;
+    case ExprKind::kTest:
+      child(static_cast<const TestExpr&>(e).input.get());
+      args(static_cast<const TestExpr&>(e).args);
+      break;
+    case ExprKind::kNot:
+    case ExprKind::kNeg:
+    case ExprKind::kPos:
+      child(static_cast<const UnaryExpr&>(e).operand.get());
+      break;
+    case ExprKind::kBinary:
+    case ExprKind::kAnd:
+    case ExprKind::kOr:
+      child(static_cast<const BinaryExpr&>(e).left.get());
+      child(static_cast<const BinaryExpr&>(e).right.get());
+      break;
+    case ExprKind::kConcat:
+      for (const ExprPtr& p : static_cast<const ConcatExpr&>(e).parts) child(p.get());
+      break;
+    case ExprKind::kCompare:
+      child(static_cast<const CompareExpr&>(e).first.get());
+      for (const auto& [op, p] : static_cast<const CompareExpr&>(e).rest) child(p.get());
+      break;
+    case ExprKind::kCond: {
+      const auto& c = static_cast<const CondExpr&>(e);
+      child(c.test.get());
+      child(c.then.get());
+      child(c.otherwise.get());
+      break;
+    }
+    case ExprKind::kList:
+      for (const ExprPtr& p : static_cast<const ListExpr&>(e).items) child(p.get());
+      break;
+    case ExprKind::kDict:
+      for (const auto& [k, v] : static_cast<const DictExpr&>(e).items) {
+        child(k.get());
+        child(v.get());
+      }
+      break;
+    default:  // constants and names
+      break;
+  }
+  return h + 1;
+}
 
 class Parser {
  public:
@@ -384,17 +464,14 @@ class Parser {
     Parser& parser;
   };
 
-  // A chain is parsed by a loop, but each link wraps the node before it: one level per link.
-  struct ChainDepth {
-    explicit ChainDepth(Parser& p) : parser(p) {}
-    void link() {
-      ++links;
-      if (++parser.depth_ > kMaxNesting) parser.fail("expression nested too deeply");
-    }
-    ~ChainDepth() { parser.depth_ -= links; }
-    Parser& parser;
-    int links = 0;
-  };
+  // Every node is sealed once its children are in place: its height is known before anything wraps it, so
+  // a chain built in a loop stops at the bound instead of growing a tree that recursion cannot walk.
+  template <class T>
+  std::unique_ptr<T> seal(std::unique_ptr<T> node) {
+    node->height = height_of(*node);
+    if (node->height > kMaxNesting) fail("expression nested too deeply");
+    return node;
+  }
 
   ExprPtr parse_expression(bool with_condexpr) { return with_condexpr ? parse_condexpr() : parse_or(); }
 
@@ -402,14 +479,12 @@ class Parser {
     DepthGuard guard(*this);
     int line = cur().line;
     ExprPtr expr = parse_or();
-    ChainDepth chain(*this);
     while (skip_name("if")) {
-      chain.link();
       auto cond = std::make_unique<CondExpr>(line);
       cond->then = std::move(expr);
       cond->test = parse_or();
       if (skip_name("else")) cond->otherwise = parse_condexpr();
-      expr = std::move(cond);
+      expr = seal(std::move(cond));
       line = cur().line;
     }
     return expr;
@@ -417,22 +492,20 @@ class Parser {
 
   ExprPtr parse_or() {
     ExprPtr left = parse_and();
-    ChainDepth chain(*this);
     while (is_name(cur(), "or")) {
-      chain.link();
       const int line = advance().line;
-      left = std::make_unique<BinaryExpr>(ExprKind::kOr, BinaryOp::kAdd, std::move(left), parse_and(), line);
+      left = seal(
+          std::make_unique<BinaryExpr>(ExprKind::kOr, BinaryOp::kAdd, std::move(left), parse_and(), line));
     }
     return left;
   }
 
   ExprPtr parse_and() {
     ExprPtr left = parse_not();
-    ChainDepth chain(*this);
     while (is_name(cur(), "and")) {
-      chain.link();
       const int line = advance().line;
-      left = std::make_unique<BinaryExpr>(ExprKind::kAnd, BinaryOp::kAdd, std::move(left), parse_not(), line);
+      left = seal(
+          std::make_unique<BinaryExpr>(ExprKind::kAnd, BinaryOp::kAdd, std::move(left), parse_not(), line));
     }
     return left;
   }
@@ -441,7 +514,7 @@ class Parser {
     if (is_name(cur(), "not")) {
       DepthGuard guard(*this);
       const int line = advance().line;
-      return std::make_unique<UnaryExpr>(ExprKind::kNot, parse_not(), line);
+      return seal(std::make_unique<UnaryExpr>(ExprKind::kNot, parse_not(), line));
     }
     return parse_compare();
   }
@@ -475,18 +548,17 @@ class Parser {
       if (!cmp) cmp = std::make_unique<CompareExpr>(std::move(expr), line);
       cmp->rest.emplace_back(op, parse_math1());
     }
-    if (cmp) return cmp;
+    if (cmp) return seal(std::move(cmp));
     return expr;
   }
 
   ExprPtr parse_math1() {
     ExprPtr left = parse_concat();
-    ChainDepth chain(*this);
     while (is_op(cur(), "+") || is_op(cur(), "-")) {
-      chain.link();
       const Token& t = advance();
       const BinaryOp op = t.value == "+" ? BinaryOp::kAdd : BinaryOp::kSub;
-      left = std::make_unique<BinaryExpr>(ExprKind::kBinary, op, std::move(left), parse_concat(), t.line);
+      left =
+          seal(std::make_unique<BinaryExpr>(ExprKind::kBinary, op, std::move(left), parse_concat(), t.line));
     }
     return left;
   }
@@ -498,32 +570,28 @@ class Parser {
     auto concat = std::make_unique<ConcatExpr>(line);
     concat->parts.push_back(std::move(first));
     while (skip_op("~")) concat->parts.push_back(parse_math2());
-    return concat;
+    return seal(std::move(concat));
   }
 
   ExprPtr parse_math2() {
     ExprPtr left = parse_pow();
-    ChainDepth chain(*this);
     while (is_op(cur(), "*") || is_op(cur(), "/") || is_op(cur(), "//") || is_op(cur(), "%")) {
-      chain.link();
       const Token& t = advance();
       const BinaryOp op = t.value == "*"    ? BinaryOp::kMul
                           : t.value == "/"  ? BinaryOp::kDiv
                           : t.value == "//" ? BinaryOp::kFloorDiv
                                             : BinaryOp::kMod;
-      left = std::make_unique<BinaryExpr>(ExprKind::kBinary, op, std::move(left), parse_pow(), t.line);
+      left = seal(std::make_unique<BinaryExpr>(ExprKind::kBinary, op, std::move(left), parse_pow(), t.line));
     }
     return left;
   }
 
   ExprPtr parse_pow() {
     ExprPtr left = parse_unary(true);
-    ChainDepth chain(*this);
     while (is_op(cur(), "**")) {
-      chain.link();
       const int line = advance().line;
-      left = std::make_unique<BinaryExpr>(ExprKind::kBinary, BinaryOp::kPow, std::move(left),
-                                          parse_unary(true), line);
+      left = seal(std::make_unique<BinaryExpr>(ExprKind::kBinary, BinaryOp::kPow, std::move(left),
+                                               parse_unary(true), line));
     }
     return left;
   }
@@ -533,8 +601,8 @@ class Parser {
     ExprPtr node;
     if (is_op(cur(), "-") || is_op(cur(), "+")) {
       const Token& t = advance();
-      node = std::make_unique<UnaryExpr>(t.value == "-" ? ExprKind::kNeg : ExprKind::kPos, parse_unary(false),
-                                         t.line);
+      node = seal(std::make_unique<UnaryExpr>(t.value == "-" ? ExprKind::kNeg : ExprKind::kPos,
+                                              parse_unary(false), t.line));
     } else {
       node = parse_primary();
     }
@@ -631,7 +699,7 @@ class Parser {
     }
     auto tuple = std::make_unique<ListExpr>(true, line);
     tuple->items = std::move(args);
-    return tuple;
+    return seal(std::move(tuple));
   }
 
   ExprPtr parse_list() {
@@ -642,7 +710,7 @@ class Parser {
       node->items.push_back(parse_expression(true));
     }
     expect_op("]");
-    return node;
+    return seal(std::move(node));
   }
 
   ExprPtr parse_dict() {
@@ -656,13 +724,11 @@ class Parser {
       node->items.emplace_back(std::move(key), std::move(value));
     }
     expect_op("}");
-    return node;
+    return seal(std::move(node));
   }
 
   ExprPtr parse_postfix(ExprPtr node) {
-    ChainDepth chain(*this);
     while (true) {
-      if (is_op(cur(), ".") || is_op(cur(), "[") || is_op(cur(), "(")) chain.link();
       if (is_op(cur(), ".") || is_op(cur(), "[")) {
         node = parse_subscript(std::move(node));
       } else if (is_op(cur(), "(")) {
@@ -674,9 +740,7 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr node) {
-    ChainDepth chain(*this);
     while (true) {
-      if (is_op(cur(), "|") || is_name(cur(), "is") || is_op(cur(), "(")) chain.link();
       if (skip_op("|")) {
         node = parse_filter_link(std::move(node));
       } else if (is_name(cur(), "is")) {
@@ -695,10 +759,10 @@ class Parser {
     if (t.value == ".") {
       const Token& attr = advance();
       if (attr.type == TokenType::kName)
-        return std::make_unique<GetattrExpr>(std::move(node), attr.value, line);
+        return seal(std::make_unique<GetattrExpr>(std::move(node), attr.value, line));
       if (attr.type != TokenType::kInteger) fail("expected name or number", attr.line);
-      return std::make_unique<GetitemExpr>(
-          std::move(node), std::make_unique<ConstExpr>(Value::integer(attr.int_value), attr.line), line);
+      return seal(std::make_unique<GetitemExpr>(
+          std::move(node), std::make_unique<ConstExpr>(Value::integer(attr.int_value), attr.line), line));
     }
     std::vector<ExprPtr> args;
     while (!is_op(cur(), "]")) {
@@ -706,10 +770,11 @@ class Parser {
       args.push_back(parse_subscribed());
     }
     expect_op("]");
-    if (args.size() == 1) return std::make_unique<GetitemExpr>(std::move(node), std::move(args[0]), line);
+    if (args.size() == 1)
+      return seal(std::make_unique<GetitemExpr>(std::move(node), std::move(args[0]), line));
     auto tuple = std::make_unique<ListExpr>(true, line);
     tuple->items = std::move(args);
-    return std::make_unique<GetitemExpr>(std::move(node), std::move(tuple), line);
+    return seal(std::make_unique<GetitemExpr>(std::move(node), seal(std::move(tuple)), line));
   }
 
   ExprPtr parse_subscribed() {
@@ -724,7 +789,7 @@ class Parser {
     if (skip_op(":")) {
       if (!is_op(cur(), "]") && !is_op(cur(), ",")) slice->step = parse_expression(true);
     }
-    return slice;
+    return seal(std::move(slice));
   }
 
   CallArgs parse_call_args() {
@@ -765,7 +830,7 @@ class Parser {
   ExprPtr parse_call(ExprPtr node) {
     auto call = std::make_unique<CallExpr>(std::move(node), cur().line);
     call->args = parse_call_args();
-    return call;
+    return seal(std::move(call));
   }
 
   std::string parse_dotted_name() {
@@ -779,7 +844,7 @@ class Parser {
     std::string name = parse_dotted_name();
     auto filter = std::make_unique<FilterExpr>(std::move(input), std::move(name), line);
     if (is_op(cur(), "(")) filter->args = parse_call_args();
-    return filter;
+    return seal(std::move(filter));
   }
 
   // The filters of {% filter f|g %} (start_inline: no leading pipe) or {% set x | f %}, applied in order to
@@ -807,8 +872,8 @@ class Parser {
       if (is_name(t, "is")) fail("You cannot chain multiple tests with is");
       test->args.positional.push_back(parse_postfix(parse_primary()));
     }
-    if (negated) return std::make_unique<UnaryExpr>(ExprKind::kNot, std::move(test), line);
-    return test;
+    if (negated) return seal(std::make_unique<UnaryExpr>(ExprKind::kNot, seal(std::move(test)), line));
+    return seal(std::move(test));
   }
 
   std::vector<Token> tokens_;

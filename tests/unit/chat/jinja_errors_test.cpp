@@ -226,6 +226,21 @@ TEST(JinjaLimits, NestedBlocksAndLongChainsAreCapped) {
     EXPECT_EQ(e->kind(), TemplateError::Kind::kSyntax) << source.substr(0, 40) << ": " << e->what();
     EXPECT_NE(e->detail().find("nested too deeply"), std::string::npos) << source.substr(0, 40);
   }
+  // Chains of different kinds wrap each other, and a chain inside brackets is one operand of the next: the
+  // bound is on the height of the tree, not on any one chain's length.
+  std::string mixed = "x";
+  for (const char* link : {".a", "[0]", "|string", " ** 1", " * 1", " + 1", " and 1", " or 1"})
+    mixed += repeat(link, 150);
+  std::string bracketed = "1";
+  for (int i = 0; i < 60; ++i) bracketed = "(" + bracketed + repeat(" + 1", 150) + ")";
+  for (const std::string& source : {"{{ " + mixed + " }}", "{{ " + bracketed + " }}"}) {
+    auto e = render_error(source);
+    ASSERT_TRUE(e) << source.substr(0, 40);
+    EXPECT_EQ(e->detail(), "expression nested too deeply");
+  }
+  EXPECT_EQ(render(R"({{ messages[0][0][0].content|string|upper|lower ~ 'x' ~ 'y' + 'z' }})",
+                   R"({"messages": [[[{"content": "c"}]]]})"),
+            "cxyz");
   // Blocks count as levels of their own (a filter block holds no expression to count).
   auto e = render_error(nested("{% filter upper %}", "{% endfilter %}", 201));
   ASSERT_TRUE(e);
