@@ -206,10 +206,11 @@ test('too many or too large request headers are refused with 431, at the flags\'
 test('a request past --max-queued-requests is a 429 with Retry-After; the running and queued ones go on', async () => {
   // One running place and one queue place: A runs (its first token seen), B waits in the queue (the
   // gauge says so), so C has no place whatever the timing.
-  const small = await startServer(['--max-num-seqs', '1', '--max-queued-requests', '1']);
+  const small = await startServer(['--max-num-seqs', '1', '--max-queued-requests', '1', '--shutdown-timeout', '1']);
+  const abort = new AbortController();
+  let b = null;
   try {
     const body = (max_tokens, stream = false) => ({ model: 'spark-test', prompt: 'hi', max_tokens, ignore_eos: true, stream });
-    const abort = new AbortController();
     const a = await fetch(`${small.url}/v1/completions`, {
       method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body(20000, true)),
       signal: abort.signal,
@@ -217,9 +218,9 @@ test('a request past --max-queued-requests is a 429 with Retry-After; the runnin
     assert.equal(a.status, 200);
     const reader = a.body.getReader();
     await reader.read();  // A is running
-    const b = postJson(`${small.url}/v1/completions`, body(2));
+    b = postJson(`${small.url}/v1/completions`, body(2));
     let waiting = 0;
-    for (let i = 0; i < 200 && waiting !== 1; ++i) {
+    for (let i = 0; i < 2400 && waiting !== 1; ++i) {  // up to a minute on a loaded machine
       waiting = (await small.metrics()).spark_num_requests_waiting;
       if (waiting !== 1) await new Promise((r) => setTimeout(r, 25));
     }
@@ -233,6 +234,8 @@ test('a request past --max-queued-requests is a 429 with Retry-After; the runnin
     assert.equal(rb.status, 200, rb.text);
     assert.equal(rb.json.usage.completion_tokens, 2);
   } finally {
+    abort.abort();
+    if (b) await b.catch(() => {});
     await small.stop();
   }
 });

@@ -38,8 +38,9 @@ def make_checkpoint(bin_dir, work_dir, name):
 
 
 def poll_health(port, stop, seen, connected):
-    """GET /health every 20 ms on one keep-alive connection (reconnecting when it drops) until `stop`;
-    `connected` counts the connections the server accepted."""
+    """GET /health every 20 ms on one keep-alive connection until `stop`; while there is no connection, try
+    to open one every millisecond (the server listens for only a few ms before a config error ends it).
+    `connected` counts the connections opened to the server's listening socket."""
     conn = None
     while not stop.is_set():
         try:
@@ -55,6 +56,8 @@ def poll_health(port, stop, seen, connected):
             if conn is not None:
                 conn.close()
             conn = None
+            stop.wait(0.001)
+            continue
         stop.wait(0.02)
     if conn is not None:
         conn.close()
