@@ -31,17 +31,17 @@ struct ServerOptions {
   std::string chat_template;
   int64_t max_body_bytes = 8 * 1024 * 1024;
   // cpp-httplib caps each header line at 8 KiB but not their number: more than any real client sends is
-  // a 431 before a handler looks at the request.
+  // a 431 before a handler looks at the request. The bytes are names and values of all headers together.
   int max_header_count = 100;
-  int64_t max_header_bytes = 64 * 1024;  // names and values of all headers together
-  int max_connections = 4096;            // open HTTP connections (idle, reading, or being served)
-  double request_read_timeout_s = 10;    // a request's first byte to its last, else 408
-  double keep_alive_timeout_s = 5;       // idle keep-alive connections close after this
-  int default_max_tokens = 0;            // 0: up to the context limit, as vLLM does
-  std::string quant = "none";            // none (as stored), auto, or a format name
+  int64_t max_header_bytes = 64 * 1024;
+  int max_connections = 4096;          // open HTTP connections (idle, reading, or being served)
+  double request_read_timeout_s = 10;  // a request's first byte to its last, else 408
+  double keep_alive_timeout_s = 5;     // idle keep-alive connections close after this
+  int default_max_tokens = 0;  // 0: up to the context limit, as vLLM does
+  std::string quant = "none";  // none (as stored), auto, or a format name
   std::string priority = "speed";
   bool bf16_activations = false;  // bf16 weights: linear-layer inputs rounded to bf16 (faster prefill)
-  std::string generation_config = "auto";        // auto: generation_config.json's defaults; none: OpenAI's
+  std::string generation_config = "auto";  // auto: generation_config.json's defaults; none: OpenAI's
   double shutdown_timeout_s = 30;                // how long in-flight requests may run on after SIGTERM
   bool metrics_public = false;                   // serve /metrics without the API key
   bool log_requests = false;                     // request log lines may include prompt text
@@ -70,11 +70,9 @@ struct ServerContext {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<PromptBuilder> prompts;
-  std::shared_ptr<const grammar::TokenVocab>
-      grammar_vocab;                                      // token texts for structured outputs (no specials)
-  std::shared_ptr<const grammar::TokenVocab> tool_vocab;  // the same plus the tool-call tags, for tool calls
-  GenerationConfig
-      generation;  // request defaults from generation_config.json (empty with --generation-config none)
+  std::shared_ptr<const grammar::TokenVocab> grammar_vocab;  // token texts for structured outputs (no specials)
+  std::shared_ptr<const grammar::TokenVocab> tool_vocab;     // the same plus the tool-call tags, for tool calls
+  GenerationConfig generation;  // request defaults from generation_config.json (empty with --generation-config none)
   ServerMetrics metrics;
   std::unique_ptr<ResponseStore> responses;  // /v1/responses store (previous_response_id, GET, DELETE)
   std::atomic<bool> ready{false};
