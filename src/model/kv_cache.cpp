@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "spark/error.h"
@@ -31,8 +32,15 @@ KvPagePool::KvPagePool(const ModelConfig& config, int block_size, int64_t budget
   if (block_size <= 0) throw Error("KV block size must be positive");
   // A page is one block of the full layers; a model without full layers still pages its rings.
   page_elements_ = 2 * static_cast<int64_t>(std::max(1, num_full_layers_)) * block_size * kv_dim_;
-  const int64_t ring_elements = 2 * static_cast<int64_t>(num_sliding_layers_) * ring_capacity_ * kv_dim_;
-  ring_pages_ = static_cast<int>((ring_elements + page_elements_ - 1) / page_elements_);
+  // In 128 bits: a checkpoint's sliding_window of 2^30 wrapped the page count of an int (a SIGSEGV).
+  const __int128 ring_elements =
+      static_cast<__int128>(2) * num_sliding_layers_ * ring_capacity_ * static_cast<__int128>(kv_dim_);
+  const __int128 ring_pages = (ring_elements + page_elements_ - 1) / page_elements_;
+  if (ring_pages > std::numeric_limits<int>::max()) {
+    throw Error("sliding_window " + std::to_string(config.sliding_window) +
+                " needs more KV pages per sequence than this server can index");
+  }
+  ring_pages_ = static_cast<int>(ring_pages);
   // A sliding block puts max(1, full layers) sliding layers in each page, in the full-layer layout.
   const int per_page = std::max(1, num_full_layers_);
   slide_pages_per_block_ = (num_sliding_layers_ + per_page - 1) / per_page;

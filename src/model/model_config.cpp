@@ -205,6 +205,11 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.vocab_size = static_cast<int>(r.integer("vocab_size", 16));
   c.sliding_window = static_cast<int>(r.integer("sliding_window", 2));
   c.max_position_embeddings = r.integer("max_position_embeddings", 1, INT64_MAX);
+  // A window longer than any sequence never slides; the KV rings are sized by it.
+  if (c.sliding_window > c.max_position_embeddings) {
+    r.fail("sliding_window",
+           "must not exceed max_position_embeddings (" + std::to_string(c.max_position_embeddings) + ")");
+  }
   c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
   if (!(c.rms_norm_eps > 0)) r.fail("rms_norm_eps", "must be positive");
   if (c.num_heads % c.num_kv_heads != 0) {

@@ -63,6 +63,26 @@ TEST(KvPagePool, BudgetIsHonouredToWithinOnePage) {
 
 // bf16 K/V take 2 bytes an element: pages, per-token bytes and ring bytes are half the f32 ones, so the
 // same exact byte budget holds twice the pages (twice the tokens), still never above the budget.
+// A helper's reproducer: 64 sliding layers and a 2^30 window wrapped the int page count of a ring (4
+// pages instead of 4.3 billion) and the first tokens wrote past them. Refused now, whatever the config.
+TEST(KvPagePool, ARingTooLargeToIndexIsAnError) {
+  ModelConfig cfg = tiny_config();
+  cfg.hidden_size = 16;
+  cfg.num_heads = 1;
+  cfg.num_kv_heads = 1;
+  cfg.head_dim = 16;
+  cfg.num_layers = 65;
+  cfg.layer_types.assign(64, LayerType::kSliding);
+  cfg.layer_types.push_back(LayerType::kFull);
+  cfg.sliding_window = 1073741826;
+  try {
+    KvPagePool pool(cfg, 16, 0);
+    FAIL() << "ring pages " << pool.ring_pages();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sliding_window 1073741826"), std::string::npos) << e.what();
+  }
+}
+
 TEST(KvPagePool, Bf16PagesHoldTheSamePositionsInHalfTheBytes) {
   ModelConfig cfg = tiny_config();
   KvPagePool f32(cfg, 16, 0);

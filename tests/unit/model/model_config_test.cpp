@@ -82,6 +82,14 @@ TEST(ModelConfig, FailsClosedOnUnsupportedSettings) {
   expect_error(with(base, [](auto& j) { j["eos_token_id"] = nlohmann::json::array(); }), "eos_token_id");
   expect_error(with(base, [](auto& j) { j["eos_token_id"] = {1, "2"}; }), "eos_token_id");
   expect_error(with(base, [](auto& j) { j["eos_token_id"] = -1; }), "eos_token_id");
+  // A window past the context never slides; 2^30 wrapped the KV ring's page count (a SIGSEGV).
+  expect_error(with(base,
+                    [](auto& j) {
+                      j["max_position_embeddings"] = 4096;
+                      j["sliding_window"] = 4097;
+                    }),
+               "sliding_window");
+  expect_error(with(base, [](auto& j) { j["sliding_window"] = 1073741826; }), "sliding_window");
 }
 
 // The forms Hugging Face exports take: eos_token_id as a list, torch_dtype, rope_scaling null, keys that do
