@@ -507,6 +507,16 @@ int run(const BenchOptions& o) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   });
+  // A load that throws (a missing folder, an unknown shape) must end the sampler before the error leaves:
+  // a joinable thread's destructor calls std::terminate.
+  struct StopSampler {
+    std::atomic<bool>& loading;
+    std::thread& sampler;
+    ~StopSampler() {
+      loading = false;
+      if (sampler.joinable()) sampler.join();
+    }
+  } stop_sampler{loading, sampler};
   const auto t0 = Clock::now();
   std::shared_ptr<const Checkpoint> checkpoint;
   std::string desc;

@@ -90,6 +90,14 @@ def main():
     bad = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-p", "0", "-n", "0", "--vs-greedy"],
                          capture_output=True, text=True)
     check(bad.returncode != 0 and "--concurrency" in bad.stderr, f"--vs-greedy without --concurrency: {bad.stderr}")
+    # A load that fails is one error line and status 1 (it was std::terminate: the RssAnon sampler thread
+    # was still running when the error left).
+    for load in (["-m", os.path.join(args.work_dir, "no-such-folder")], ["--random-weights", "no-such-shape"]):
+        bad = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), *load, "-p", "4", "-n", "1", "-r", "1"],
+                             capture_output=True, text=True)
+        lines = bad.stderr.strip().splitlines()
+        check(bad.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: "),
+              f"spark-bench {' '.join(load)}: status {bad.returncode}, stderr {bad.stderr!r}")
     for f in failures:
         print("FAIL:", f)
     print(f"{1 if not failures else 0} passed, {1 if failures else 0} failed")
