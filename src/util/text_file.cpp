@@ -8,6 +8,11 @@
 namespace spark {
 
 std::string read_text_file(const std::filesystem::path& path) {
+  // A FIFO would block the read forever and a device (/dev/zero) never ends: only regular files.
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    throw Error(path.string() + ": not a regular file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path.string() + ": cannot read");
   std::stringstream ss;
