@@ -90,7 +90,7 @@ Value f_attr(Interpreter&, const Value& v, CallValues& args) {
   return get_python_attribute(v, to_str(*a[0]));
 }
 
-Value f_batch(Interpreter&, const Value& v, CallValues& args) {
+Value f_batch(Interpreter& interp, const Value& v, CallValues& args) {
   auto a = bind_args("batch", args, {"linecount", "fill_with"}, 1);
   if (!a[0]->is_integral()) throw RenderError("batch() linecount must be an integer");
   const int64_t n = a[0]->as_int();
@@ -102,6 +102,7 @@ Value f_batch(Interpreter&, const Value& v, CallValues& args) {
   }
   if (!tmp.empty()) {
     if (a[1] && !a[1]->is_none()) {
+      interp.check_items(static_cast<size_t>(n));  // the padding: batch(2000000000, 'x') was 2e9 values
       while (static_cast<int64_t>(tmp.size()) < n) tmp.push_back(*a[1]);
     }
     batches.push_back(Value::list(std::move(tmp)));
@@ -467,8 +468,9 @@ Value f_replace(Interpreter& interp, const Value& v, CallValues& args) {
       throw RenderError("'" + type_name(*a[2]) + "' object cannot be interpreted as an integer");
     count = a[2]->as_int();
   }
-  std::string out = py_replace(soft_str(v), soft_str(*a[0]), soft_str(*a[1]), count);
-  interp.check_size(out.size());
+  const std::string s = soft_str(v), old = soft_str(*a[0]), replacement = soft_str(*a[1]);
+  interp.check_size(py_replace_size(s, old, replacement, count));  // before the text exists
+  std::string out = py_replace(s, old, replacement, count);
   return Value::string(std::move(out));
 }
 

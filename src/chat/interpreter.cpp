@@ -109,6 +109,11 @@ void Interpreter::check_size(size_t size) const {
   }
 }
 
+void Interpreter::check_items(size_t items) const {
+  constexpr size_t kItemBytes = 16;
+  check_size(items > SIZE_MAX / kItemBytes ? SIZE_MAX : items * kItemBytes);
+}
+
 std::shared_ptr<NamespaceData> Interpreter::new_namespace() {
   auto ns = std::make_shared<NamespaceData>();
   namespaces_.push_back(ns);
@@ -153,7 +158,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, const std::shared_ptr<Scop
         if (v.is_string()) {
           emit(out, v.as_string());
         } else {
-          emit(out, to_str(v));
+          emit(out, to_str(v, limits_.max_output_bytes));
         }
       }
       return Flow::kNormal;
@@ -191,7 +196,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, const std::shared_ptr<Scop
       const auto& node = static_cast<const FilterBlockStmt&>(stmt);
       const Value v =
           apply_block_filters(node.filters, Value::string(render_block(node.body, scope)), *scope);
-      emit(out, to_str(v));
+      emit(out, to_str(v, limits_.max_output_bytes));
       return Flow::kNormal;
     }
     case StmtKind::kWith: {
@@ -258,7 +263,7 @@ void Interpreter::exec_call_block(const CallBlockStmt& node, const std::shared_p
                                   std::string& out) {
   const Value caller = Value::callable(std::make_shared<MacroCallable>(*node.caller, scope));
   const Value v = eval_call(*node.call, *scope, &caller);
-  emit(out, to_str(v));
+  emit(out, to_str(v, limits_.max_output_bytes));
 }
 
 std::string Interpreter::render_block(const Body& body, const std::shared_ptr<Scope>& scope) {
@@ -515,7 +520,7 @@ Value Interpreter::eval(const Expr& expr, Scope& scope) {
     case ExprKind::kConcat: {
       std::string out;
       for (const auto& part : static_cast<const ConcatExpr&>(expr).parts) {
-        append_str(eval(*part, scope), out);
+        append_str(eval(*part, scope), out, limits_.max_output_bytes);
         check_size(out.size());
       }
       return Value::string(std::move(out));

@@ -48,8 +48,11 @@ class Interpreter {
   bool call_test(std::string_view name, const Value& input, CallValues& args);
   Value call_value(const Value& callee, CallValues& args);
   Value invoke_macro(const MacroDef& def, const std::weak_ptr<Scope>& closure, CallValues& args);
-  // Throws a limit error when a string or list of this many bytes/items would exceed the output budget.
+  // Throws a limit error when a string of this many bytes would exceed the output budget.
   void check_size(size_t size) const;
+  // The same for a list of this many items, each counted as 16 bytes (a list of 360M items was 4.5 GB
+  // before its count reached the byte budget).
+  void check_items(size_t items) const;
   size_t max_output_bytes() const { return limits_.max_output_bytes; }
   std::shared_ptr<NamespaceData> new_namespace();
   // Counts work against the step budget (throws a limit error when it runs out).

@@ -99,7 +99,7 @@ Value repeat(const Value& seq, int64_t times, const Interpreter& interp) {
   }
   const ListData& l = seq.as_list();
   if (!l.items.empty())
-    interp.check_size(l.items.size() * static_cast<size_t>(std::min<int64_t>(times, INT32_MAX)));
+    interp.check_items(l.items.size() * static_cast<size_t>(std::min<int64_t>(times, INT32_MAX)));
   std::vector<Value> items;
   for (int64_t i = 0; i < times; ++i) items.insert(items.end(), l.items.begin(), l.items.end());
   return Value::list(std::move(items), l.kind);
@@ -125,9 +125,9 @@ Value binary_op(BinaryOp op, const Value& a, const Value& b, const Interpreter& 
         return Value::string(a.as_string() + b.as_string());
       }
       if (is_sequence(a) && is_sequence(b) && a.as_list().kind == b.as_list().kind) {
+        interp.check_items(a.as_list().items.size() + b.as_list().items.size());  // before the copy
         std::vector<Value> items = a.as_list().items;
         items.insert(items.end(), b.as_list().items.begin(), b.as_list().items.end());
-        interp.check_size(items.size());
         return Value::list(std::move(items), a.as_list().kind);
       }
       if (a.is_string() || is_sequence(a)) {

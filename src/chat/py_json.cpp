@@ -74,6 +74,10 @@ class JsonWriter {
         key_sep_(o.key_separator ? *o.key_separator : ": ") {}
 
   void write(const Value& v, int level, std::string& out) const {
+    // Checked per value, as the text grows: a list of one large string 60 times is 60 copies.
+    if (out.size() > o_.max_bytes) {
+      throw RenderError("tojson output exceeds the output size limit", RenderError::Kind::kLimit);
+    }
     switch (v.type()) {
       case Value::Type::kNone:
         out += "null";

@@ -16,7 +16,7 @@ struct JsonOptions {
   std::optional<std::string> item_separator;  // default ", " (or "," when indenting)
   std::optional<std::string> key_separator;   // default ": "
   bool sort_keys = false;
-  size_t max_bytes = SIZE_MAX;  // a huge indent string must not exhaust memory
+  size_t max_bytes = kMaxPrintBytes;  // a huge indent, or a value shared many times, must not exhaust memory
 };
 
 // Throws RenderError for values json.dumps rejects (undefined, namespaces, macros, generators).

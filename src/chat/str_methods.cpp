@@ -203,6 +203,32 @@ std::string py_strip(std::string_view s, const std::optional<std::string>& chars
   return to_utf8(std::u32string_view(u).substr(b, e - b));
 }
 
+size_t py_replace_size(std::string_view s, std::string_view old, std::string_view replacement,
+                       int64_t count) {
+  if (count < 0) count = INT64_MAX;
+  size_t hits = 0;
+  if (old.empty()) {
+    for (size_t i = 0; i <= s.size() && static_cast<int64_t>(hits) < count; ++hits) {
+      if (i == s.size()) {
+        ++hits;
+        break;
+      }
+      next_code_point(s, i);
+    }
+  } else {
+    for (size_t start = 0; static_cast<int64_t>(hits) < count; ++hits) {
+      const size_t hit = s.find(old, start);
+      if (hit == std::string_view::npos) break;
+      start = hit + old.size();
+    }
+  }
+  // In long double: hits x replacement may pass 64 bits; the caller compares it with its limit.
+  const long double size = static_cast<long double>(s.size()) +
+                           static_cast<long double>(hits) * (static_cast<long double>(replacement.size()) -
+                                                             static_cast<long double>(old.size()));
+  return size >= static_cast<long double>(SIZE_MAX) ? SIZE_MAX : static_cast<size_t>(size);
+}
+
 std::string py_replace(std::string_view s, std::string_view old, std::string_view replacement,
                        int64_t count) {
   if (count < 0) count = INT64_MAX;
@@ -262,9 +288,11 @@ Value call_str_method(Interpreter& interp, const std::string& s, std::string_vie
   }
   if (name == "replace") {
     auto a = bind_args(fn, args, {"old", "new", "count"}, 2);
-    std::string out = py_replace(s, str_arg(a[0], "replace() argument 1"),
-                                 str_arg(a[1], "replace() argument 2"), optional_int(a[2], -1));
-    interp.check_size(out.size());
+    const std::string_view old = str_arg(a[0], "replace() argument 1");
+    const std::string_view replacement = str_arg(a[1], "replace() argument 2");
+    const int64_t count = optional_int(a[2], -1);
+    interp.check_size(py_replace_size(s, old, replacement, count));  // before the text exists
+    std::string out = py_replace(s, old, replacement, count);
     return Value::string(std::move(out));
   }
   if (name == "upper") {

@@ -55,10 +55,19 @@ int deepest_of(const std::vector<Value>& items) {
 // so kMaxNesting alone does not bound it: the walk counts its own levels.
 constexpr int kMaxPrintDepth = 2 * kMaxNesting;
 
-void append_repr_at(const Value& v, std::string& out, int level);
-void append_str_at(const Value& v, std::string& out, int level);
+// A list holding one large string 60 times prints 60 copies: the printed size is checked as it grows, not
+// after (a 3.6 GB string before the check).
+void check_print_size(const std::string& out, size_t max_bytes) {
+  if (out.size() > max_bytes) {
+    throw RenderError("value too large to print (over " + std::to_string(max_bytes) + " bytes)",
+                      RenderError::Kind::kLimit);
+  }
+}
 
-void append_dict_repr(const DictData& d, std::string& out, int level) {
+void append_repr_at(const Value& v, std::string& out, int level, size_t max_bytes);
+void append_str_at(const Value& v, std::string& out, int level, size_t max_bytes);
+
+void append_dict_repr(const DictData& d, std::string& out, int level, size_t max_bytes) {
   if (level > kMaxPrintDepth) {
     throw RenderError("value nested more than " + std::to_string(kMaxPrintDepth) +
                           " levels deep to print (a namespace that holds itself?)",
@@ -67,11 +76,12 @@ void append_dict_repr(const DictData& d, std::string& out, int level) {
   out += '{';
   bool first = true;
   for (const auto& [key, value] : d.entries()) {
+    check_print_size(out, max_bytes);
     if (!first) out += ", ";
     first = false;
     out += repr_string(key);
     out += ": ";
-    append_repr_at(value, out, level + 1);
+    append_repr_at(value, out, level + 1, max_bytes);
   }
   out += '}';
 }
@@ -356,7 +366,7 @@ std::string repr_string(std::string_view s) {
 
 namespace {
 
-void append_repr_at(const Value& v, std::string& out, int level) {
+void append_repr_at(const Value& v, std::string& out, int level, size_t max_bytes) {
   switch (v.type()) {
     case Value::Type::kUndefined:
       out += "Undefined";
@@ -378,23 +388,24 @@ void append_repr_at(const Value& v, std::string& out, int level) {
       }
       out += open;
       for (size_t i = 0; i < l.items.size(); ++i) {
+        check_print_size(out, max_bytes);
         if (i > 0) out += ", ";
-        append_repr_at(l.items[i], out, level + 1);
+        append_repr_at(l.items[i], out, level + 1, max_bytes);
       }
       if (l.kind == SeqKind::kTuple && l.items.size() == 1) out += ',';
       out += close;
       return;
     }
     case Value::Type::kDict:
-      append_dict_repr(v.as_dict(), out, level);
+      append_dict_repr(v.as_dict(), out, level, max_bytes);
       return;
     default:
-      append_str_at(v, out, level);
+      append_str_at(v, out, level, max_bytes);
       return;
   }
 }
 
-void append_str_at(const Value& v, std::string& out, int level) {
+void append_str_at(const Value& v, std::string& out, int level, size_t max_bytes) {
   switch (v.type()) {
     case Value::Type::kUndefined:
       return;
@@ -415,11 +426,11 @@ void append_str_at(const Value& v, std::string& out, int level) {
       return;
     case Value::Type::kList:
     case Value::Type::kDict:
-      append_repr_at(v, out, level);
+      append_repr_at(v, out, level, max_bytes);
       return;
     case Value::Type::kNamespace:
       out += "<Namespace ";
-      append_dict_repr(v.as_namespace().attrs, out, level);
+      append_dict_repr(v.as_namespace().attrs, out, level, max_bytes);
       out += '>';
       return;
     case Value::Type::kCallable:
@@ -438,18 +449,18 @@ void append_str_at(const Value& v, std::string& out, int level) {
 
 }  // namespace
 
-void append_repr(const Value& v, std::string& out) {
-  append_repr_at(v, out, 0);
+void append_repr(const Value& v, std::string& out, size_t max_bytes) {
+  append_repr_at(v, out, 0, max_bytes);
 }
 
-void append_str(const Value& v, std::string& out) {
-  append_str_at(v, out, 0);
+void append_str(const Value& v, std::string& out, size_t max_bytes) {
+  append_str_at(v, out, 0, max_bytes);
 }
 
-std::string to_str(const Value& v) {
+std::string to_str(const Value& v, size_t max_bytes) {
   if (v.is_string()) return v.as_string();
   std::string out;
-  append_str(v, out);
+  append_str(v, out, max_bytes);
   return out;
 }
 

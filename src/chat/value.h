@@ -196,9 +196,14 @@ struct CallValues {
 std::string type_name(const Value& v);         // "str", "int", "NoneType", "dict", ...
 std::string object_type_repr(const Value& v);  // jinja2's "'dict object'" phrasing, without the quotes
 bool truthy(const Value& v);
-std::string to_str(const Value& v);  // str(v): what {{ v }} prints
-void append_str(const Value& v, std::string& out);
-void append_repr(const Value& v, std::string& out);
+// Containers print element by element, and shared elements print once per reference: the printed text
+// is bounded as it grows (the interpreter passes its output limit; elsewhere this).
+inline constexpr size_t kMaxPrintBytes = size_t{256} << 20;
+
+// str(v): what {{ v }} prints; a container printed past max_bytes is a kLimit RenderError.
+std::string to_str(const Value& v, size_t max_bytes = kMaxPrintBytes);
+void append_str(const Value& v, std::string& out, size_t max_bytes = kMaxPrintBytes);
+void append_repr(const Value& v, std::string& out, size_t max_bytes = kMaxPrintBytes);
 std::string repr_string(std::string_view s);
 std::string format_float(double d);  // float.__repr__
 bool equals(const Value& a, const Value& b);

@@ -118,6 +118,20 @@ TEST(JinjaLimits, OutputSize) {
   auto e = render_error("{{ 'x' * 1000000000000 }}");
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit);
+  // ... before the value exists: each of these built gigabytes first (a helper's reproducers), a replace
+  // of 10 GB, a batch padded to 2e9 values, and a 20 MB string shared 60 times, printed or serialized.
+  for (const char* source :
+       {"{{ ('a' * 100000).replace('a', 'a' * 100000) }}", "{{ ('a' * 100000)|replace('a', 'a' * 100000) }}",
+        "{{ [1]|batch(2000000000, 'x')|list|length }}",
+        "{% set big = ['a' * 20000000] * 60 %}{{ big|tojson|length }}",
+        "{% set big = ['a' * 20000000] * 60 %}{{ big|string|length }}",
+        "{% set big = ['a' * 20000000] * 60 %}{{ big }}",
+        "{% set big = ['a' * 20000000] * 60 %}{{ 'x' ~ big }}",
+        "{{ ([['a'] * 6000000] * 60)|sum(start=[])|length }}"}) {
+    e = render_error(source);
+    ASSERT_TRUE(e) << source;
+    EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit) << source << ": " << e->what();
+  }
 }
 
 TEST(JinjaLimits, StepBudgetStopsRunawayLoops) {
