@@ -110,7 +110,7 @@ int report_command(const std::string& model_dir, const std::string& formats, int
                    int64_t greedy_steps, uint64_t seed, spark::ThreadPool& pool) {
   auto ck = std::make_shared<const spark::Checkpoint>(model_dir);
   const spark::ModelConfig& c = ck->config();
-  if (prompt_tokens <= 0) prompt_tokens = c.sliding_window + 64;
+  if (prompt_tokens <= 0) prompt_tokens = static_cast<int64_t>(c.sliding_window) + 64;
   const int64_t max_len = prompt_tokens + greedy_steps;
   const std::vector<int32_t> prompt = probe_prompt(c, prompt_tokens, seed);
 

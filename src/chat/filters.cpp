@@ -102,7 +102,8 @@ Value f_batch(Interpreter& interp, const Value& v, CallValues& args) {
   }
   if (!tmp.empty()) {
     if (a[1] && !a[1]->is_none()) {
-      interp.check_items(static_cast<size_t>(n));  // the padding: batch(2000000000, 'x') was 2e9 values
+      // The padding, before it exists: batch(2000000000, 'x') was 2e9 values.
+      if (n > static_cast<int64_t>(tmp.size())) interp.check_items(static_cast<size_t>(n) - tmp.size());
       while (static_cast<int64_t>(tmp.size()) < n) tmp.push_back(*a[1]);
     }
     batches.push_back(Value::list(std::move(tmp)));

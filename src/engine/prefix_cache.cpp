@@ -30,7 +30,9 @@ uint64_t PrefixCache::chain_hash(uint64_t parent, std::span<const int32_t> token
 }
 
 PrefixCache::PrefixCache(KvPagePool& pool)
-    : pool_(pool), window_blocks_((pool.ring_capacity() + pool.block_size() - 1) / pool.block_size()) {}
+    : pool_(pool),
+      window_blocks_(static_cast<int>((static_cast<int64_t>(pool.ring_capacity()) + pool.block_size() - 1) /
+                                      pool.block_size())) {}
 
 PrefixCache::~PrefixCache() {
   for (auto& [h, n] : nodes_) {

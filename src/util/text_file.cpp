@@ -8,9 +8,12 @@
 namespace spark {
 
 std::string read_text_file(const std::filesystem::path& path) {
-  // A FIFO would block the read forever and a device (/dev/zero) never ends: only regular files.
+  // A device (/dev/zero) never ends. A pipe is read to its end (`--chat-template <(...)`); a checkpoint's
+  // files are mapped, and a FIFO there is refused by MappedFile.
   std::error_code ec;
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+  const auto st = std::filesystem::status(path, ec);
+  if (std::filesystem::is_character_file(st) || std::filesystem::is_block_file(st) ||
+      std::filesystem::is_socket(st)) {
     throw Error(path.string() + ": not a regular file");
   }
   std::ifstream in(path, std::ios::binary);

@@ -61,8 +61,6 @@ TEST(KvPagePool, BudgetIsHonouredToWithinOnePage) {
   EXPECT_ANY_THROW(KvPagePool(cfg, 16, page - 1));
 }
 
-// bf16 K/V take 2 bytes an element: pages, per-token bytes and ring bytes are half the f32 ones, so the
-// same exact byte budget holds twice the pages (twice the tokens), still never above the budget.
 // A helper's reproducer: 64 sliding layers and a 2^30 window wrapped the int page count of a ring (4
 // pages instead of 4.3 billion) and the first tokens wrote past them. Refused now, whatever the config.
 TEST(KvPagePool, ARingTooLargeToIndexIsAnError) {
@@ -83,6 +81,8 @@ TEST(KvPagePool, ARingTooLargeToIndexIsAnError) {
   }
 }
 
+// bf16 K/V take 2 bytes an element: pages, per-token bytes and ring bytes are half the f32 ones, so the
+// same exact byte budget holds twice the pages (twice the tokens), still never above the budget.
 TEST(KvPagePool, Bf16PagesHoldTheSamePositionsInHalfTheBytes) {
   ModelConfig cfg = tiny_config();
   KvPagePool f32(cfg, 16, 0);
