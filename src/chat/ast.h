@@ -144,6 +144,82 @@ struct DictExpr : Expr {
   std::vector<std::pair<ExprPtr, ExprPtr>> items;
 };
 
+// Calls visit(const Expr&) on each child of e that is present, in source order: the one walk over an
+// expression's children, shared by the parser's height bound and the name check.
+template <typename Visit>
+void for_each_child(const Expr& e, Visit&& visit) {
+  const auto one = [&visit](const ExprPtr& c) {
+    if (c) visit(static_cast<const Expr&>(*c));
+  };
+  const auto args = [&one](const CallArgs& a) {
+    for (const ExprPtr& p : a.positional) one(p);
+    for (const auto& [name, value] : a.keyword) one(value);
+    one(a.star_args);
+    one(a.star_kwargs);
+  };
+  switch (e.kind) {
+    case ExprKind::kConst:
+    case ExprKind::kName:
+      return;
+    case ExprKind::kGetattr:
+      one(static_cast<const GetattrExpr&>(e).object);
+      return;
+    case ExprKind::kGetitem:
+      one(static_cast<const GetitemExpr&>(e).object);
+      one(static_cast<const GetitemExpr&>(e).index);
+      return;
+    case ExprKind::kSlice:
+      one(static_cast<const SliceExpr&>(e).start);
+      one(static_cast<const SliceExpr&>(e).stop);
+      one(static_cast<const SliceExpr&>(e).step);
+      return;
+    case ExprKind::kCall:
+      one(static_cast<const CallExpr&>(e).callee);
+      args(static_cast<const CallExpr&>(e).args);
+      return;
+    case ExprKind::kFilter:
+      one(static_cast<const FilterExpr&>(e).input);
+      args(static_cast<const FilterExpr&>(e).args);
+      return;
+    case ExprKind::kTest:
+      one(static_cast<const TestExpr&>(e).input);
+      args(static_cast<const TestExpr&>(e).args);
+      return;
+    case ExprKind::kNot:
+    case ExprKind::kNeg:
+    case ExprKind::kPos:
+      one(static_cast<const UnaryExpr&>(e).operand);
+      return;
+    case ExprKind::kBinary:
+    case ExprKind::kAnd:
+    case ExprKind::kOr:
+      one(static_cast<const BinaryExpr&>(e).left);
+      one(static_cast<const BinaryExpr&>(e).right);
+      return;
+    case ExprKind::kConcat:
+      for (const ExprPtr& p : static_cast<const ConcatExpr&>(e).parts) one(p);
+      return;
+    case ExprKind::kCompare:
+      one(static_cast<const CompareExpr&>(e).first);
+      for (const auto& [op, p] : static_cast<const CompareExpr&>(e).rest) one(p);
+      return;
+    case ExprKind::kCond:
+      one(static_cast<const CondExpr&>(e).test);
+      one(static_cast<const CondExpr&>(e).then);
+      one(static_cast<const CondExpr&>(e).otherwise);
+      return;
+    case ExprKind::kList:
+      for (const ExprPtr& p : static_cast<const ListExpr&>(e).items) one(p);
+      return;
+    case ExprKind::kDict:
+      for (const auto& [k, v] : static_cast<const DictExpr&>(e).items) {
+        one(k);
+        one(v);
+      }
+      return;
+  }
+}
+
 // Assignment targets: a name, a tuple of targets (for k, v in ...), or a namespace attribute (ns.x).
 struct Target {
   enum class Kind { kName, kTuple, kNamespaceAttr } kind = Kind::kName;

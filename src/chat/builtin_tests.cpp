@@ -75,13 +75,13 @@ bool t_float(Interpreter&, const Value& v, CallValues& args) {
   no_args("float", args);
   return v.is_float();
 }
-bool t_lower(Interpreter&, const Value& v, CallValues& args) {
+bool t_lower(Interpreter& interp, const Value& v, CallValues& args) {
   no_args("lower", args);
-  return py_islower(to_str(v));
+  return py_islower(to_str(v, interp.max_output_bytes()));
 }
-bool t_upper(Interpreter&, const Value& v, CallValues& args) {
+bool t_upper(Interpreter& interp, const Value& v, CallValues& args) {
   no_args("upper", args);
-  return py_isupper(to_str(v));
+  return py_isupper(to_str(v, interp.max_output_bytes()));
 }
 bool t_string(Interpreter&, const Value& v, CallValues& args) {
   no_args("string", args);

@@ -24,8 +24,9 @@ constexpr const char* kUnimplemented[] = {"filesizeformat", "format", "groupby",
                                           "random",         "slice",  "striptags", "truncate",
                                           "urlencode",      "urlize", "wordwrap",  "xmlattr"};
 
-std::string soft_str(const Value& v) {
-  return to_str(v);
+// str(v) inside a render: bounded by the render's own output limit, like everything the template prints.
+std::string soft_str(const Interpreter& interp, const Value& v) {
+  return to_str(v, interp.max_output_bytes());
 }
 
 Value ignore_case(const Value& v) {
@@ -85,9 +86,9 @@ Value f_abs(Interpreter&, const Value& v, CallValues& args) {
   throw RenderError("bad operand type for abs(): '" + type_name(v) + "'");
 }
 
-Value f_attr(Interpreter&, const Value& v, CallValues& args) {
+Value f_attr(Interpreter& interp, const Value& v, CallValues& args) {
   auto a = bind_args("attr", args, {"name"}, 1);
-  return get_python_attribute(v, to_str(*a[0]));
+  return get_python_attribute(v, soft_str(interp, *a[0]));
 }
 
 Value f_batch(Interpreter& interp, const Value& v, CallValues& args) {
@@ -111,16 +112,16 @@ Value f_batch(Interpreter& interp, const Value& v, CallValues& args) {
   return Value::generator(std::move(batches));
 }
 
-Value f_capitalize(Interpreter&, const Value& v, CallValues& args) {
+Value f_capitalize(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("capitalize", args, {});
-  return Value::string(py_capitalize(soft_str(v)));
+  return Value::string(py_capitalize(soft_str(interp, v)));
 }
 
 Value f_center(Interpreter& interp, const Value& v, CallValues& args) {
   auto a = bind_args("center", args, {"width"});
   CallValues call;
   call.positional.push_back(a[0] ? *a[0] : Value::integer(80));
-  return interp.call_value(get_attribute(Value::string(soft_str(v)), "center"), call);
+  return interp.call_value(get_attribute(Value::string(soft_str(interp, v)), "center"), call);
 }
 
 Value f_default(Interpreter&, const Value& v, CallValues& args) {
@@ -129,10 +130,10 @@ Value f_default(Interpreter&, const Value& v, CallValues& args) {
   return v;
 }
 
-Value f_dictsort(Interpreter&, const Value& v, CallValues& args) {
+Value f_dictsort(Interpreter& interp, const Value& v, CallValues& args) {
   auto a = bind_args("dictsort", args, {"case_sensitive", "by", "reverse"});
   if (!v.is_dict()) throw RenderError("dictsort requires a mapping, not " + type_name(v));
-  const std::string by = a[1] ? to_str(*a[1]) : "key";
+  const std::string by = a[1] ? soft_str(interp, *a[1]) : "key";
   if (by != "key" && by != "value") throw RenderError("You can only sort by either \"key\" or \"value\"");
   std::vector<Value> items;
   for (const auto& [key, value] : v.as_dict().entries()) {
@@ -149,10 +150,10 @@ Value f_dictsort(Interpreter&, const Value& v, CallValues& args) {
       arg_true(a[2])));
 }
 
-Value f_escape(Interpreter&, const Value& v, CallValues& args) {
+Value f_escape(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("escape", args, {});
   std::string out;
-  for (char c : soft_str(v)) {
+  for (char c : soft_str(interp, v)) {
     switch (c) {
       case '&':
         out += "&amp;";
@@ -296,7 +297,7 @@ Value f_indent(Interpreter& interp, const Value& v, CallValues& args) {
       throw RenderError("can't multiply sequence by non-int of type '" + type_name(*a[0]) + "'");
     }
   }
-  const std::string s = soft_str(v) + "\n";
+  const std::string s = soft_str(interp, v) + "\n";
   std::vector<std::string> lines = py_splitlines(s, false);
   std::string rv;
   if (arg_true(a[2])) {
@@ -330,7 +331,7 @@ Value f_items(Interpreter&, const Value& v, CallValues& args) {
 
 Value f_join(Interpreter& interp, const Value& v, CallValues& args) {
   auto a = bind_args("join", args, {"d", "attribute"});
-  const std::string sep = a[0] ? soft_str(*a[0]) : "";
+  const std::string sep = a[0] ? soft_str(interp, *a[0]) : "";
   std::vector<Value> items = iterate(v);
   if (a[1] && !a[1]->is_none()) {
     auto get = attrgetter(a[1], std::nullopt, false);
@@ -339,7 +340,7 @@ Value f_join(Interpreter& interp, const Value& v, CallValues& args) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
     if (i > 0) out += sep;
-    append_str(items[i], out);
+    append_str(items[i], out, interp.max_output_bytes());
     interp.check_size(out.size());
   }
   return Value::string(std::move(out));
@@ -355,14 +356,14 @@ Value f_list(Interpreter&, const Value& v, CallValues& args) {
   return Value::list(iterate(v));
 }
 
-Value f_lower(Interpreter&, const Value& v, CallValues& args) {
+Value f_lower(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("lower", args, {});
-  return Value::string(py_lower(soft_str(v)));
+  return Value::string(py_lower(soft_str(interp, v)));
 }
 
-Value f_upper(Interpreter&, const Value& v, CallValues& args) {
+Value f_upper(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("upper", args, {});
-  return Value::string(py_upper(soft_str(v)));
+  return Value::string(py_upper(soft_str(interp, v)));
 }
 
 Value f_map(Interpreter& interp, const Value& v, CallValues& args) {
@@ -373,7 +374,7 @@ Value f_map(Interpreter& interp, const Value& v, CallValues& args) {
     func = attrgetter(a[0], a[1], false);
   } else {
     if (args.positional.empty()) throw RenderError("map requires a filter argument");
-    const std::string name = to_str(args.positional[0]);
+    const std::string name = soft_str(interp, args.positional[0]);
     if (!filter_known(name)) throw RenderError("No filter named '" + name + "'.");
     CallValues rest;
     rest.positional.assign(args.positional.begin() + 1, args.positional.end());
@@ -403,7 +404,7 @@ Value select_or_reject(Interpreter& interp, const Value& v, CallValues& args, bo
   std::optional<std::string> test;
   CallValues test_args;
   if (args.positional.size() > off) {
-    test = to_str(args.positional[off]);
+    test = soft_str(interp, args.positional[off]);
     if (!test_known(*test)) throw RenderError("No test named '" + *test + "'.");
     test_args.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(off) + 1,
                                 args.positional.end());
@@ -469,7 +470,8 @@ Value f_replace(Interpreter& interp, const Value& v, CallValues& args) {
       throw RenderError("'" + type_name(*a[2]) + "' object cannot be interpreted as an integer");
     count = a[2]->as_int();
   }
-  const std::string s = soft_str(v), old = soft_str(*a[0]), replacement = soft_str(*a[1]);
+  const std::string s = soft_str(interp, v), old = soft_str(interp, *a[0]),
+                    replacement = soft_str(interp, *a[1]);
   interp.check_size(py_replace_size(s, old, replacement, count));  // before the text exists
   std::string out = py_replace(s, old, replacement, count);
   return Value::string(std::move(out));
@@ -503,10 +505,10 @@ double py_round(double x, int64_t digits) {
   return std::strtod(buf, nullptr);
 }
 
-Value f_round(Interpreter&, const Value& v, CallValues& args) {
+Value f_round(Interpreter& interp, const Value& v, CallValues& args) {
   auto a = bind_args("round", args, {"precision", "method"});
   const int64_t precision = a[0] && a[0]->is_integral() ? a[0]->as_int() : 0;
-  const std::string method = a[1] ? to_str(*a[1]) : "common";
+  const std::string method = a[1] ? soft_str(interp, *a[1]) : "common";
   if (method != "common" && method != "ceil" && method != "floor") {
     throw RenderError("method must be common, ceil or floor");
   }
@@ -521,9 +523,9 @@ Value f_round(Interpreter&, const Value& v, CallValues& args) {
   return Value::number((method == "ceil" ? std::ceil(scaled) : std::floor(scaled)) / scale);
 }
 
-Value f_safe(Interpreter&, const Value& v, CallValues& args) {
+Value f_safe(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("safe", args, {});
-  return Value::string(soft_str(v));
+  return Value::string(soft_str(interp, v));
 }
 
 Value f_sort(Interpreter&, const Value& v, CallValues& args) {
@@ -545,9 +547,9 @@ Value f_sort(Interpreter&, const Value& v, CallValues& args) {
   return Value::list(sorted_by(iterate(v), key, arg_true(a[0])));
 }
 
-Value f_string(Interpreter&, const Value& v, CallValues& args) {
+Value f_string(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("string", args, {});
-  return Value::string(soft_str(v));
+  return Value::string(soft_str(interp, v));
 }
 
 Value f_sum(Interpreter& interp, const Value& v, CallValues& args) {
@@ -558,10 +560,10 @@ Value f_sum(Interpreter& interp, const Value& v, CallValues& args) {
   return total;
 }
 
-Value f_title(Interpreter&, const Value& v, CallValues& args) {
+Value f_title(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("title", args, {});
   // jinja2's title: words start after "-", whitespace, or an opening bracket; the rest is lowercased.
-  const std::string s = soft_str(v);
+  const std::string s = soft_str(interp, v);
   std::string out;
   bool word_start = true;
   for (size_t i = 0; i < s.size();) {
@@ -614,11 +616,11 @@ Value f_tojson(Interpreter& interp, const Value& v, CallValues& args) {
   return Value::string(std::move(out));
 }
 
-Value f_trim(Interpreter&, const Value& v, CallValues& args) {
+Value f_trim(Interpreter& interp, const Value& v, CallValues& args) {
   auto a = bind_args("trim", args, {"chars"});
   std::optional<std::string> chars;
-  if (a[0] && !a[0]->is_none()) chars = soft_str(*a[0]);
-  return Value::string(py_strip(soft_str(v), chars, true, true));
+  if (a[0] && !a[0]->is_none()) chars = soft_str(interp, *a[0]);
+  return Value::string(py_strip(soft_str(interp, v), chars, true, true));
 }
 
 Value f_unique(Interpreter&, const Value& v, CallValues& args) {
@@ -637,9 +639,9 @@ Value f_unique(Interpreter&, const Value& v, CallValues& args) {
   return Value::generator(std::move(out));
 }
 
-Value f_wordcount(Interpreter&, const Value& v, CallValues& args) {
+Value f_wordcount(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("wordcount", args, {});
-  const std::string s = soft_str(v);
+  const std::string s = soft_str(interp, v);
   int64_t words = 0;
   bool in_word = false;
   for (size_t i = 0; i < s.size();) {

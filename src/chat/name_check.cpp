@@ -1,7 +1,5 @@
 #include "chat/name_check.h"
 
-#include <initializer_list>
-
 #include "chat/builtins.h"
 #include "chat/template_error.h"
 
@@ -82,85 +80,19 @@ class NameChecker {
     body(def.body, false);
   }
 
-  void args(const CallArgs& a, bool soft) {
-    for (const auto& e : a.positional) expr(*e, soft);
-    for (const auto& [key, e] : a.keyword) expr(*e, soft);
-    if (a.star_args) expr(*a.star_args, soft);
-    if (a.star_kwargs) expr(*a.star_kwargs, soft);
-  }
-
+  // Filter and test names are checked where they are not soft; an inline if-expression makes everything
+  // below it soft.
   void expr(const Expr& e, bool soft) {
-    switch (e.kind) {
-      case ExprKind::kConst:
-      case ExprKind::kName:
-        return;
-      case ExprKind::kGetattr:
-        expr(*static_cast<const GetattrExpr&>(e).object, soft);
-        return;
-      case ExprKind::kGetitem:
-        expr(*static_cast<const GetitemExpr&>(e).object, soft);
-        expr(*static_cast<const GetitemExpr&>(e).index, soft);
-        return;
-      case ExprKind::kSlice: {
-        const auto& node = static_cast<const SliceExpr&>(e);
-        for (const ExprPtr* p : {&node.start, &node.stop, &node.step}) {
-          if (*p) expr(**p, soft);
-        }
-        return;
-      }
-      case ExprKind::kCall:
-        expr(*static_cast<const CallExpr&>(e).callee, soft);
-        args(static_cast<const CallExpr&>(e).args, soft);
-        return;
-      case ExprKind::kFilter: {
-        const auto& node = static_cast<const FilterExpr&>(e);
-        if (!soft && !filter_known(node.name)) fail("No filter named '" + node.name + "'.", node.line);
-        if (node.input) expr(*node.input, soft);
-        args(node.args, soft);
-        return;
-      }
-      case ExprKind::kTest: {
-        const auto& node = static_cast<const TestExpr&>(e);
-        if (!soft && !test_known(node.name)) fail("No test named '" + node.name + "'.", node.line);
-        expr(*node.input, soft);
-        args(node.args, soft);
-        return;
-      }
-      case ExprKind::kNot:
-      case ExprKind::kNeg:
-      case ExprKind::kPos:
-        expr(*static_cast<const UnaryExpr&>(e).operand, soft);
-        return;
-      case ExprKind::kBinary:
-      case ExprKind::kAnd:
-      case ExprKind::kOr:
-        expr(*static_cast<const BinaryExpr&>(e).left, soft);
-        expr(*static_cast<const BinaryExpr&>(e).right, soft);
-        return;
-      case ExprKind::kConcat:
-        for (const auto& part : static_cast<const ConcatExpr&>(e).parts) expr(*part, soft);
-        return;
-      case ExprKind::kCompare:
-        expr(*static_cast<const CompareExpr&>(e).first, soft);
-        for (const auto& [op, operand] : static_cast<const CompareExpr&>(e).rest) expr(*operand, soft);
-        return;
-      case ExprKind::kCond: {
-        const auto& node = static_cast<const CondExpr&>(e);
-        expr(*node.test, true);
-        expr(*node.then, true);
-        if (node.otherwise) expr(*node.otherwise, true);
-        return;
-      }
-      case ExprKind::kList:
-        for (const auto& item : static_cast<const ListExpr&>(e).items) expr(*item, soft);
-        return;
-      case ExprKind::kDict:
-        for (const auto& [k, v] : static_cast<const DictExpr&>(e).items) {
-          expr(*k, soft);
-          expr(*v, soft);
-        }
-        return;
+    if (!soft && e.kind == ExprKind::kFilter) {
+      const auto& node = static_cast<const FilterExpr&>(e);
+      if (!filter_known(node.name)) fail("No filter named '" + node.name + "'.", node.line);
     }
+    if (!soft && e.kind == ExprKind::kTest) {
+      const auto& node = static_cast<const TestExpr&>(e);
+      if (!test_known(node.name)) fail("No test named '" + node.name + "'.", node.line);
+    }
+    const bool child_soft = soft || e.kind == ExprKind::kCond;
+    for_each_child(e, [this, child_soft](const Expr& c) { expr(c, child_soft); });
   }
 
   [[noreturn]] static void fail(const std::string& message, int line) {

@@ -449,12 +449,15 @@ void append_str_at(const Value& v, std::string& out, int level, size_t max_bytes
 
 }  // namespace
 
+// The walks check the size before each item; the last item is checked here.
 void append_repr(const Value& v, std::string& out, size_t max_bytes) {
   append_repr_at(v, out, 0, max_bytes);
+  check_print_size(out, max_bytes);
 }
 
 void append_str(const Value& v, std::string& out, size_t max_bytes) {
   append_str_at(v, out, 0, max_bytes);
+  check_print_size(out, max_bytes);
 }
 
 std::string to_str(const Value& v, size_t max_bytes) {

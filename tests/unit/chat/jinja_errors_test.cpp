@@ -109,7 +109,12 @@ TEST(JinjaLimits, OutputSize) {
   for (const char* source :
        {"{{ 'x' * 1001 }}", "{% for i in range(2000) %}x{% endfor %}", "{{ [1] * 5000 }}",
         "{{ 'x' * 600 ~ 'y' * 600 }}", "{% macro m() %}{{ 'x' * 700 }}{% endmacro %}{{ m() ~ m() }}",
-        "{{ [1, 2]|tojson(indent=2000) }}", "{{ 'ab'|center(5000) }}"}) {
+        "{{ [1, 2]|tojson(indent=2000) }}", "{{ 'ab'|center(5000) }}",
+        // Values turned into text inside a filter or test count against the render's limit too.
+        "{% set s = 'x' * 600 %}{{ [s, s]|string|length }}",
+        "{% set s = 'x' * 600 %}{{ [s, s]|join|length }}", "{% set s = 'x' * 600 %}{{ [s, s]|upper|length }}",
+        "{% set s = 'x' * 600 %}{{ [s, s] is lower }}",
+        "{% set s = 'x' * 600 %}{{ raise_exception([s, s]) }}"}) {
     auto e = render_error(source, "{}", limits);
     ASSERT_TRUE(e) << source;
     EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit) << source << ": " << e->what();
