@@ -21,12 +21,23 @@ std::string mib(int64_t bytes) { return fmt("%.0f", static_cast<double>(bytes) /
 }  // namespace
 
 std::string format_markdown(const std::vector<BenchRow>& rows, const std::string& model_desc) {
-  std::string out = "| model | quant | kernels | threads | test | t/s median | min | max |\n";
-  out += "|---|---|---|---:|---|---:|---:|---:|\n";
+  const bool ceilings =
+      std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) { return r.ceiling_tokens_per_s > 0; });
+  std::string out = "| model | quant | kernels | threads | test | t/s median | min | max |";
+  out += ceilings ? " ceiling t/s | of ceiling |\n" : "\n";
+  out += ceilings ? "|---|---|---|---:|---|---:|---:|---:|---:|---:|\n"
+                  : "|---|---|---|---:|---|---:|---:|---:|\n";
   for (const auto& r : rows) {
-    out += "| " + model_desc + " | " + r.quant + " | " + r.kernel_path + " | " + std::to_string(r.threads) + " | " +
-           r.test + " | " + fmt("%.2f", r.tokens_per_s_median) + " | " + fmt("%.2f", r.tokens_per_s_min) + " | " +
-           fmt("%.2f", r.tokens_per_s_max) + " |\n";
+    out += "| " + model_desc + " | " + r.quant + " | " + r.kernel_path + " | " + std::to_string(r.threads) +
+           " | " + r.test + " | " + fmt("%.2f", r.tokens_per_s_median) + " | " +
+           fmt("%.2f", r.tokens_per_s_min) + " | " + fmt("%.2f", r.tokens_per_s_max) + " |";
+    if (ceilings && r.ceiling_tokens_per_s > 0) {
+      out += " " + fmt("%.1f", r.ceiling_tokens_per_s) + " (" + r.ceiling_basis + ") | " +
+             fmt("%.0f%%", 100.0 * r.tokens_per_s_median / r.ceiling_tokens_per_s) + " |";
+    } else if (ceilings) {
+      out += " | |";
+    }
+    out += "\n";
   }
   if (!rows.empty()) {
     const BenchRow& r = rows.front();
@@ -54,6 +65,11 @@ std::string format_json(const std::vector<BenchRow>& rows) {
                    {"rss_anon_peak_bytes", r.rss_anon_peak_bytes},
                    {"kv_bytes", r.kv_bytes},
                    {"commit", r.commit}});
+    if (r.ceiling_tokens_per_s > 0) {
+      arr.back()["ceiling_tokens_per_s"] = r.ceiling_tokens_per_s;
+      arr.back()["ceiling_basis"] = r.ceiling_basis;
+      arr.back()["of_ceiling"] = r.tokens_per_s_median / r.ceiling_tokens_per_s;
+    }
   }
   return arr.dump(2) + "\n";
 }
@@ -61,13 +77,20 @@ std::string format_json(const std::vector<BenchRow>& rows) {
 std::string format_csv(const std::vector<BenchRow>& rows) {
   std::string out =
       "test,quant,kernel_path,threads,n_prompt,n_gen,concurrency,tokens_per_s_median,tokens_per_s_min,"
-      "tokens_per_s_max,load_s,rss_anon_settled_bytes,rss_anon_peak_bytes,kv_bytes,commit\n";
+      "tokens_per_s_max,load_s,rss_anon_settled_bytes,rss_anon_peak_bytes,kv_bytes,commit,ceiling_tokens_per_"
+      "s,"
+      "of_ceiling\n";
   for (const auto& r : rows) {
     out += r.test + "," + r.quant + "," + r.kernel_path + "," + std::to_string(r.threads) + "," +
-           std::to_string(r.n_prompt) + "," + std::to_string(r.n_gen) + "," + std::to_string(r.concurrency) + "," +
-           fmt("%.4f", r.tokens_per_s_median) + "," + fmt("%.4f", r.tokens_per_s_min) + "," +
-           fmt("%.4f", r.tokens_per_s_max) + "," + fmt("%.3f", r.load_s) + "," + std::to_string(r.rss_anon_settled_bytes) +
-           "," + std::to_string(r.rss_anon_peak_bytes) + "," + std::to_string(r.kv_bytes) + "," + r.commit + "\n";
+           std::to_string(r.n_prompt) + "," + std::to_string(r.n_gen) + "," + std::to_string(r.concurrency) +
+           "," + fmt("%.4f", r.tokens_per_s_median) + "," + fmt("%.4f", r.tokens_per_s_min) + "," +
+           fmt("%.4f", r.tokens_per_s_max) + "," + fmt("%.3f", r.load_s) + "," +
+           std::to_string(r.rss_anon_settled_bytes) + "," + std::to_string(r.rss_anon_peak_bytes) + "," +
+           std::to_string(r.kv_bytes) + "," + r.commit + "," +
+           (r.ceiling_tokens_per_s > 0 ? fmt("%.4f", r.ceiling_tokens_per_s) + "," +
+                                             fmt("%.4f", r.tokens_per_s_median / r.ceiling_tokens_per_s)
+                                       : std::string(",")) +
+           "\n";
   }
   return out;
 }

@@ -23,6 +23,10 @@ struct BenchRow {
   int64_t rss_anon_peak_bytes = 0;
   int64_t kv_bytes = 0;
   std::string commit;
+  // spark-bench --of-ceiling: what this test can reach on the machine (0: not measured, or a concurrency
+  // row), and what it was derived from ("read 69 GB/s", "int8 dot 1776 G/s").
+  double ceiling_tokens_per_s = 0;
+  std::string ceiling_basis;
 };
 
 std::string format_markdown(const std::vector<BenchRow>& rows, const std::string& model_desc);

@@ -68,6 +68,7 @@ struct BenchOptions {
   std::string plot;
   uint64_t seed = 1;
   bool roofline = false;
+  bool of_ceiling = false;    // measure the ceilings first; each pp / tg row's fraction of its format's
   int shared_prefix = 0;      // tokens every session shares (0: skip)
   std::vector<int> sessions;  // sessions arriving together, one run per count
   int session_tokens = 32;    // each session's own tokens after the shared prefix
@@ -163,6 +164,38 @@ std::string random_weights_config(const std::string& arg) {
   return std::filesystem::exists(arg) ? read_text_file(arg) : builtin_config(arg);
 }
 
+// FLOP per prompt token: every projection's multiply-adds. The embedding is a lookup, and prefill runs the
+// output head for one row per sequence, not per token, so neither counts.
+double prompt_flop_per_token(const ModelConfig& cfg) {
+  int64_t params = 0;
+  for (const ExpectedTensor& e : expected_tensors(cfg)) {
+    if (e.name == "model.embedding.weight" || e.name == "lm_head.weight") continue;
+    int64_t n = 1;
+    for (int64_t d : e.shape) n *= d;
+    params += n;
+  }
+  return 2.0 * static_cast<double>(params);
+}
+
+// --of-ceiling: what the row's test can reach on this machine. Decode reads every weight once per token
+// (the model's own weight bytes, as loaded); prefill is bounded by the peak of the instructions the
+// active tier's prefill kernel multiplies with. Concurrency rows mix both and get none.
+void set_ceiling(BenchRow& row, const kernels::Roofline& r, const SparkModel& model, bool bf16_act,
+                 double flop_per_token) {
+  if (row.test.rfind("tg", 0) == 0) {
+    row.ceiling_tokens_per_s = r.read_gbps * 1e9 / static_cast<double>(model.weight_bytes());
+    row.ceiling_basis = "read " + std::to_string(static_cast<int>(std::lround(r.read_gbps))) + " GB/s";
+  } else if (row.test.rfind("pp", 0) == 0) {
+    const kernels::Arithmetic a =
+        kernels::describe_gemm(model.weight_format(), 512, kernels::active_isa(), bf16_act).arithmetic;
+    const double peak = kernels::arithmetic_peak(r, a);
+    if (peak <= 0) return;
+    row.ceiling_tokens_per_s = peak * 1e9 / flop_per_token;
+    row.ceiling_basis = std::string(kernels::arithmetic_name(a)) + " " +
+                        std::to_string(static_cast<int>(std::lround(peak))) + " G/s";
+  }
+}
+
 // Measured read bandwidth and arithmetic peaks, and what they allow for this model in each format:
 // decode reads every weight once per token; prefill does 2 FLOP per weight per token.
 int run_roofline(const BenchOptions& o) {
@@ -171,16 +204,7 @@ int run_roofline(const BenchOptions& o) {
                                ? read_text_file(std::filesystem::path(o.model_dir) / "config.json")
                                : builtin_config("spark-x2.5-1.7b");
   const ModelConfig cfg = parse_model_config(text, "config");
-  // FLOP per prompt token: every projection's multiply-adds. The embedding is a lookup, and prefill runs
-  // the output head for one row per sequence, not per token, so neither counts.
-  int64_t params = 0;
-  for (const ExpectedTensor& e : expected_tensors(cfg)) {
-    if (e.name == "model.embedding.weight" || e.name == "lm_head.weight") continue;
-    int64_t n = 1;
-    for (int64_t d : e.shape) n *= d;
-    params += n;
-  }
-  const double flop_per_token = 2.0 * static_cast<double>(params);
+  const double flop_per_token = prompt_flop_per_token(cfg);
   std::printf(
       "| threads | read GB/s | f32 FMA GFLOP/s | int8 GOP/s | format | decode ceiling t/s | prefill peak "
       "G/s | prefill ceiling t/s |\n");
@@ -597,6 +621,19 @@ int run(const BenchOptions& o) {
     return std::string(buf);
   };
 
+  // --of-ceiling: the ceilings of each thread count, measured once before any run (so the model's runs
+  // do not share the machine with the measurement).
+  std::map<int, kernels::Roofline> ceilings;
+  if (o.of_ceiling) {
+    for (int threads : o.threads) {
+      ThreadPool pool(threads);
+      ceilings[threads] = kernels::measure_roofline(pool);
+      progress("ceilings at " + std::to_string(threads) + " threads: read " +
+               std::to_string(ceilings[threads].read_gbps) + " GB/s");
+    }
+  }
+  const double flop_per_token = prompt_flop_per_token(cfg);
+
   std::vector<BenchRow> rows;
   std::vector<SharedPrefixRow> shared_rows;
   std::vector<OwnTokensRow> own_rows;
@@ -619,6 +656,7 @@ int run(const BenchOptions& o) {
     progress("weights " + format + ": " + std::to_string(model->weight_bytes() >> 20) + " MiB");
     for (int threads : o.threads) {
       ThreadPool pool(threads);
+      const size_t first_row = rows.size();
       BenchRow base;
       base.quant = format;
       base.kernel_path = kernel_path;
@@ -871,6 +909,10 @@ int run(const BenchOptions& o) {
         own_rows.push_back(std::move(own));
         shared_rows.insert(shared_rows.end(), shared.begin(), shared.end());
       }
+      if (o.of_ceiling) {
+        for (size_t i = first_row; i < rows.size(); ++i)
+          set_ceiling(rows[i], ceilings.at(threads), *model, mo.bf16_activations, flop_per_token);
+      }
     }
   }
 
@@ -997,6 +1039,10 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--roofline", o.roofline,
       "Measure read bandwidth and FMA / int8 peaks and print the decode and prefill ceilings per format");
+  app.add_flag(
+      "--of-ceiling", o.of_ceiling,
+      "Measure the ceilings (as --roofline) at each thread count before the runs and print each pp / tg "
+      "row's fraction of its format's ceiling");
   CLI11_PARSE(app, argc, argv);
   try {
     auto split_ints = [](const std::string& s, const char* flag) {

@@ -87,6 +87,28 @@ def main():
                   abs(float(m.group(3)) - paired[0]["tokens_per_s_median"]) < 0.01, f"--vs-greedy rates: {m.group(0)}")
             check(0 < float(m.group(5)) <= float(m.group(4)) <= float(m.group(6)), f"--vs-greedy ratios: {m.group(0)}")
             check(0 < float(m.group(7)) < 100 and 0 < float(m.group(8)) < 100, f"--vs-greedy sampling: {m.group(0)}")
+    # --of-ceiling: the ceilings are measured first and each pp / tg row carries its fraction of its own (the
+    # prefill peak of the format's instructions, the read bandwidth over the weight bytes); concurrency rows
+    # mix both and carry none. The markdown table gains the two columns.
+    out = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-t", "1", "-p", "16", "-n", "4",
+                          "-r", "1", "--concurrency", "2", "--conc-prompt", "8", "--conc-gen", "4", "-o", "json",
+                          "--of-ceiling"], check=True, capture_output=True, text=True)
+    ceiling_rows = {r["test"]: r for r in json.loads(out.stdout)}
+    check(sorted(ceiling_rows) == ["conc2", "pp16", "tg4"], f"--of-ceiling rows: {sorted(ceiling_rows)}")
+    for test, basis in (("pp16", r"^(f32 FMA|bf16 dot|int8 dot|AMX int8|AMX bf16) [0-9]+ G/s$"), ("tg4", r"^read [0-9]+ GB/s$")):
+        r = ceiling_rows.get(test, {})
+        check(r.get("ceiling_tokens_per_s", 0) > 0 and re.match(basis, r.get("ceiling_basis", "")) is not None,
+              f"--of-ceiling {test}: {r}")
+        if r.get("ceiling_tokens_per_s", 0) > 0:
+            check(abs(r["of_ceiling"] - r["tokens_per_s_median"] / r["ceiling_tokens_per_s"]) < 1e-9,
+                  f"--of-ceiling {test}: of_ceiling {r['of_ceiling']}")
+    check("ceiling_tokens_per_s" not in ceiling_rows.get("conc2", {"ceiling_tokens_per_s": 1}),
+          f"--of-ceiling conc2: {ceiling_rows.get('conc2')}")
+    md = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-t", "1", "-p", "16", "-n", "4",
+                         "-r", "1", "--of-ceiling"], check=True, capture_output=True, text=True).stdout
+    check(re.search(r"^\| model .*\| ceiling t/s \| of ceiling \|$", md, re.M) is not None and
+          re.search(r"\| tg4 \|.*\| [0-9.]+ \(read [0-9]+ GB/s\) \| [0-9]+% \|$", md, re.M) is not None,
+          f"--of-ceiling markdown:\n{md}")
     bad = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-p", "0", "-n", "0", "--vs-greedy"],
                          capture_output=True, text=True)
     check(bad.returncode != 0 and "--concurrency" in bad.stderr, f"--vs-greedy without --concurrency: {bad.stderr}")
