@@ -1,16 +1,40 @@
 #!/usr/bin/env bash
-# Regenerates bench/RESULTS.md: the 1.7B shape (random weights) at 2 threads, pp512 / tg128 per weight
-# format, the concurrency sweep, and the machine's measured ceilings. Run on an otherwise idle machine.
+# Regenerates the tables at the top of bench/RESULTS.md on this machine: the 1.7B shape (random weights) at
+# 2 threads, pp512 / tg128 per weight format at every tier the CPU has (the best one, then each lower one
+# through SPARK_FORCE_ISA), each row beside its measured ceiling; the concurrency sweep; the GEMM shapes
+# alone (spark-kernels-bench, every tier); pre-quantized checkpoints; and bench/FIDELITY.md. The notes
+# below the marker line (what each session changed and measured) are kept. Run on an otherwise idle
+# machine: about 40 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${THREADS:-2}
 reps=${REPS:-3}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target spark-bench spark-quantize spark-make-checkpoint >/dev/null
+cmake --build build -j"$(nproc)" --target spark-bench spark-kernels-bench spark-quantize spark-make-checkpoint \
+  spark-server >/dev/null
 bench=build/bin/spark-bench
 out=bench/RESULTS.md
+marker='<!-- bench/run-results.sh rewrites everything above this line; the notes below are kept -->'
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# The tiers this CPU runs, best first ("best tier: amx, active tier: amx" -> amx avx512 avx2).
+best=$(build/bin/spark-server hw | sed -n 's/^best tier: \([a-z0-9]*\),.*/\1/p')
+case "$best" in
+  amx) tiers="amx avx512 avx2" ;;
+  avx512) tiers="avx512 avx2" ;;
+  avx2) tiers="avx2" ;;
+  *) tiers="$best" ;;
+esac
+# bf16act (bf16 weights, bf16 activations) only where the tier has bf16 dot products.
+formats_at() {
+  if [[ $1 == avx2 ]] || ! build/bin/spark-server hw | grep -q 'avx512 f/bw/vl/dq: yes.*bf16: yes'; then
+    echo bf16,int8,w4a8,w4a16
+  else
+    echo bf16,bf16act,int8,w4a8,w4a16
+  fi
+}
+
 # A 1.7B checkpoint on disk (random bf16 weights) and its pre-quantized copies, for start-up and fidelity.
 build/bin/spark-make-checkpoint --preset spark-x2.5-1.7b -o "$tmp/bf16" >/dev/null
 for f in w4a8 w4a16; do build/bin/spark-quantize -m "$tmp/bf16" -o "$tmp/$f" -f "$f" -t "$threads" >/dev/null; done
@@ -18,33 +42,53 @@ for f in w4a8 w4a16; do build/bin/spark-quantize -m "$tmp/bf16" -o "$tmp/$f" -f 
   echo "# spark-bench results"
   echo
   echo "$(date -u +%Y-%m-%d), commit $(git rev-parse --short=12 HEAD), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
-       "$(nproc) CPUs, $threads threads. Regenerate with \`bench/run-results.sh\`."
+       "$(nproc) CPUs, $threads threads, tiers $tiers. Regenerate with \`bench/run-results.sh\`."
   echo
-  echo "## Ceilings (measured)"
+  echo "## Ceilings (measured, active tier)"
   echo
   "$bench" --roofline -t "$threads"
+  for tier in $tiers; do
+    echo
+    echo "## Prefill and decode per format at tier $tier (Spark-X2.5-1.7B shape, random weights)"
+    echo
+    echo "Each row's ceiling is measured in the same run at the same tier (\`--of-ceiling\`): decode against the"
+    echo "read bandwidth over the weight bytes, prefill against the peak of the instructions the tier multiplies with."
+    echo
+    SPARK_FORCE_ISA=$tier "$bench" --random-weights spark-x2.5-1.7b -t "$threads" -p 512 -n 128 -r "$reps" \
+      --quant "$(formats_at "$tier")" --of-ceiling
+  done
   echo
-  echo "## Prefill and decode per format (Spark-X2.5-1.7B shape, random weights)"
+  echo "## Concurrency: total generated tokens/s, 128-token prompts, 128 new tokens each (tier $best)"
   echo
-  "$bench" --random-weights spark-x2.5-1.7b -t "$threads" -p 512 -n 128 -r "$reps" --quant bf16,int8,w4a8,w4a16
-  echo
-  echo "## Concurrency: total generated tokens/s, 128-token prompts, 128 new tokens each"
-  echo
-  "$bench" --random-weights spark-x2.5-1.7b -t "$threads" -p 0 -n 0 -r 1 --quant int8,w4a8 \
+  "$bench" --random-weights spark-x2.5-1.7b -t "$threads" -p 0 -n 0 -r 1 --quant int8,w4a8,w4a16 \
     --concurrency 1,2,4,8,16,32,64 --plot bench/concurrency.svg
   echo
-  echo "## The AVX2 kernels on this machine (SPARK_FORCE_ISA=avx2: what a CPU without AVX-512 / AMX runs)"
+  echo "## Each GEMM shape alone (spark-kernels-bench, every tier, cold caches)"
   echo
-  SPARK_FORCE_ISA=avx2 "$bench" --random-weights spark-x2.5-1.7b -t "$threads" -p 512 -n 128 -r "$reps" \
-    --quant int8,w4a8,w4a16
+  echo "\`of roof\`: at M = 1 the weight bytes per second against the read bandwidth, above it the arithmetic"
+  echo "against the peak of the instructions the kernel multiplies with (both measured in the same run)."
   echo
-  echo "## Pre-quantized checkpoints (spark-quantize output): load by mmap, decode"
+  build/bin/spark-kernels-bench --threads "$threads" --tiers all --m 1,16,64,512 \
+    --formats w4a8,w4a16,int8,bf16,bf16act --reps 5 --budget 4 | sed '1s/^# /### /'
+  echo
+  echo "## Pre-quantized checkpoints (spark-quantize output): load by mmap, decode (tier $best)"
   echo
   for f in w4a8 w4a16; do
-    "$bench" -m "$tmp/$f" -t "$threads" -p 0 -n 128 -r "$reps" | sed "s|$tmp/||"
+    "$bench" -m "$tmp/$f" -t "$threads" -p 0 -n 128 -r "$reps" --of-ceiling | sed "s|$tmp/||"
     echo
   done
   echo "Fidelity of each format against f32 on this checkpoint: \`bench/FIDELITY.md\`."
+  echo
+  echo "$marker"
+  # The notes of earlier sessions: everything below the marker, or the whole old file the first time.
+  if [[ -f $out ]]; then
+    if grep -qxF "$marker" "$out"; then
+      awk -v m="$marker" 'kept { print } $0 == m { kept = 1 }' "$out"
+    else
+      echo
+      cat "$out"
+    fi
+  fi
 } > "$out.tmp"
 mv "$out.tmp" "$out"
 echo "wrote $out"
