@@ -39,9 +39,7 @@ Value missing_attribute(const Value& obj, const std::string& name) {
 }
 
 Value missing_element(const Value& obj, const Value& key) {
-  std::string repr;
-  append_repr(key, repr);
-  return Value::undefined(object_type_repr(obj) + " has no element " + repr);
+  return Value::undefined(object_type_repr(obj) + " has no element " + message_repr(key));
 }
 
 class MethodCallable : public Callable {
@@ -101,10 +99,8 @@ Value call_list_method(const ListData& l, const Value& self, std::string_view na
     for (size_t i = 0; i < l.items.size(); ++i) {
       if (equals(l.items[i], *a[0])) return Value::integer(static_cast<int64_t>(i));
     }
-    std::string repr;
-    append_repr(*a[0], repr);
     throw RenderError(l.kind == SeqKind::kTuple ? "tuple.index(x): x not in tuple"
-                                                : repr + " is not in list");
+                                                : message_repr(*a[0]) + " is not in list");
   }
   if (name == "copy") {
     bind_args(fn, args, {});

@@ -460,6 +460,18 @@ void append_str(const Value& v, std::string& out, size_t max_bytes) {
   check_print_size(out, max_bytes);
 }
 
+std::string message_repr(const Value& v) {
+  std::string out;
+  try {
+    append_repr(v, out, kMessageReprBytes);
+  } catch (const RenderError& e) {
+    if (e.kind() != RenderError::Kind::kLimit) throw;
+    out.resize(std::min(out.size(), kMessageReprBytes));
+    out += "...";
+  }
+  return out;
+}
+
 std::string to_str(const Value& v, size_t max_bytes) {
   if (v.is_string()) return v.as_string();
   std::string out;

@@ -204,6 +204,9 @@ inline constexpr size_t kMaxPrintBytes = size_t{256} << 20;
 std::string to_str(const Value& v, size_t max_bytes = kMaxPrintBytes);
 void append_str(const Value& v, std::string& out, size_t max_bytes = kMaxPrintBytes);
 void append_repr(const Value& v, std::string& out, size_t max_bytes = kMaxPrintBytes);
+// repr(v) inside an error message: cut at kMessageReprBytes with "..." (a key may be megabytes long).
+inline constexpr size_t kMessageReprBytes = 1024;
+std::string message_repr(const Value& v);
 std::string repr_string(std::string_view s);
 std::string format_float(double d);  // float.__repr__
 bool equals(const Value& a, const Value& b);

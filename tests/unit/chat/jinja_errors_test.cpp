@@ -139,6 +139,21 @@ TEST(JinjaLimits, OutputSize) {
   }
 }
 
+// A value named in an error message is cut at 1 KiB: a missing 60 MB key built a 60 MB message (up to the
+// 256 MiB print bound) even when the undefined value was only tested.
+TEST(JinjaErrors, LargeValuesInMessagesAreCut) {
+  EXPECT_EQ(render("{% set s = 'x' * 100000 %}{{ ({}[[s, s]]) is defined }}"), "False");
+  auto e = render_error("{% set s = 'x' * 100000 %}{{ [1].index([s]) }}");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->detail(), "['" + std::string(1022, 'x') + "... is not in list");
+  e = render_error("{{ [1].index('two') }}");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->detail(), "'two' is not in list");
+  e = render_error("{% set s = 'x' * 100000 %}{{ ({}[[s, s]]).upper() }}");
+  ASSERT_TRUE(e);
+  EXPECT_LT(e->detail().size(), 1200u) << e->detail().substr(0, 200);
+}
+
 TEST(JinjaLimits, StepBudgetStopsRunawayLoops) {
   ChatTemplateLimits limits;
   limits.max_steps = 10000;
