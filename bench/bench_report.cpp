@@ -16,6 +16,14 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// A CSV field, quoted where it holds a comma or a quote (a kernel path with ", KV bf16").
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
 std::string mib(int64_t bytes) { return fmt("%.0f", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
 
 }  // namespace
@@ -81,12 +89,13 @@ std::string format_csv(const std::vector<BenchRow>& rows) {
       "s,"
       "of_ceiling\n";
   for (const auto& r : rows) {
-    out += r.test + "," + r.quant + "," + r.kernel_path + "," + std::to_string(r.threads) + "," +
-           std::to_string(r.n_prompt) + "," + std::to_string(r.n_gen) + "," + std::to_string(r.concurrency) +
-           "," + fmt("%.4f", r.tokens_per_s_median) + "," + fmt("%.4f", r.tokens_per_s_min) + "," +
-           fmt("%.4f", r.tokens_per_s_max) + "," + fmt("%.3f", r.load_s) + "," +
-           std::to_string(r.rss_anon_settled_bytes) + "," + std::to_string(r.rss_anon_peak_bytes) + "," +
-           std::to_string(r.kv_bytes) + "," + r.commit + "," +
+    out += csv_field(r.test) + "," + csv_field(r.quant) + "," + csv_field(r.kernel_path) + "," +
+           std::to_string(r.threads) + "," + std::to_string(r.n_prompt) + "," + std::to_string(r.n_gen) +
+           "," + std::to_string(r.concurrency) + "," + fmt("%.4f", r.tokens_per_s_median) + "," +
+           fmt("%.4f", r.tokens_per_s_min) + "," + fmt("%.4f", r.tokens_per_s_max) + "," +
+           fmt("%.3f", r.load_s) + "," + std::to_string(r.rss_anon_settled_bytes) + "," +
+           std::to_string(r.rss_anon_peak_bytes) + "," + std::to_string(r.kv_bytes) + "," +
+           csv_field(r.commit) + "," +
            (r.ceiling_tokens_per_s > 0 ? fmt("%.4f", r.ceiling_tokens_per_s) + "," +
                                              fmt("%.4f", r.tokens_per_s_median / r.ceiling_tokens_per_s)
                                        : std::string(",")) +

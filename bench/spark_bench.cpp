@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -183,11 +184,25 @@ double prompt_flop_per_token(const ModelConfig& cfg) {
 void set_ceiling(BenchRow& row, const kernels::Roofline& r, const SparkModel& model, bool bf16_act,
                  double flop_per_token) {
   if (row.test.rfind("tg", 0) == 0) {
-    row.ceiling_tokens_per_s = r.read_gbps * 1e9 / static_cast<double>(model.weight_bytes());
+    // Untied embeddings: decode looks up one row of the table, the output head is read whole.
+    double bytes = static_cast<double>(model.weight_bytes());
+    if (!model.config().tie_word_embeddings) {
+      for (const auto& [name, w] : model.linear_weights()) {
+        if (name == "model.embedding") bytes -= static_cast<double>(w->bytes());
+      }
+    }
     row.ceiling_basis = "read " + std::to_string(static_cast<int>(std::lround(r.read_gbps))) + " GB/s";
+    // After a deep prompt each token also reads the sequence's K/V.
+    if (row.test.find(" @ d") != std::string::npos) {
+      bytes += static_cast<double>(row.kv_bytes);
+      row.ceiling_basis += ", weights + KV";
+    }
+    row.ceiling_tokens_per_s = r.read_gbps * 1e9 / bytes;
   } else if (row.test.rfind("pp", 0) == 0) {
+    // The kernel the prompt's row count selects (AMX, for one, only from some rows up).
     const kernels::Arithmetic a =
-        kernels::describe_gemm(model.weight_format(), 512, kernels::active_isa(), bf16_act).arithmetic;
+        kernels::describe_gemm(model.weight_format(), row.n_prompt, kernels::active_isa(), bf16_act)
+            .arithmetic;
     const double peak = kernels::arithmetic_peak(r, a);
     if (peak <= 0) return;
     row.ceiling_tokens_per_s = peak * 1e9 / flop_per_token;
@@ -624,7 +639,7 @@ int run(const BenchOptions& o) {
   // --of-ceiling: the ceilings of each thread count, measured once before any run (so the model's runs
   // do not share the machine with the measurement).
   std::map<int, kernels::Roofline> ceilings;
-  if (o.of_ceiling) {
+  if (o.of_ceiling && (o.n_prompt > 0 || o.n_gen > 0)) {
     for (int threads : o.threads) {
       ThreadPool pool(threads);
       ceilings[threads] = kernels::measure_roofline(pool);
@@ -909,7 +924,7 @@ int run(const BenchOptions& o) {
         own_rows.push_back(std::move(own));
         shared_rows.insert(shared_rows.end(), shared.begin(), shared.end());
       }
-      if (o.of_ceiling) {
+      if (!ceilings.empty()) {
         for (size_t i = first_row; i < rows.size(); ++i)
           set_ceiling(rows[i], ceilings.at(threads), *model, mo.bf16_activations, flop_per_token);
       }

@@ -104,11 +104,21 @@ def main():
                   f"--of-ceiling {test}: of_ceiling {r['of_ceiling']}")
     check("ceiling_tokens_per_s" not in ceiling_rows.get("conc2", {"ceiling_tokens_per_s": 1}),
           f"--of-ceiling conc2: {ceiling_rows.get('conc2')}")
-    md = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-t", "1", "-p", "16", "-n", "4",
-                         "-r", "1", "--of-ceiling"], check=True, capture_output=True, text=True).stdout
-    check(re.search(r"^\| model .*\| ceiling t/s \| of ceiling \|$", md, re.M) is not None and
-          re.search(r"\| tg4 \|.*\| [0-9.]+ \(read [0-9]+ GB/s\) \| [0-9]+% \|$", md, re.M) is not None,
-          f"--of-ceiling markdown:\n{md}")
+    base = [os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-t", "1", "-p", "16", "-n", "4", "-r", "1",
+            "--concurrency", "2", "--conc-prompt", "8", "--conc-gen", "4", "--of-ceiling"]
+    md = subprocess.run(base, check=True, capture_output=True, text=True).stdout
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    check(len(table) == 5 and table[0].endswith("| ceiling t/s | of ceiling |") and
+          all(line.count("|") == table[0].count("|") for line in table), f"--of-ceiling markdown:\n{md}")
+    check(re.search(r"\| tg4 \|.*\| [0-9.]+ \(read [0-9]+ GB/s\) \| [0-9]+% \|$", md, re.M) is not None and
+          re.search(r"\| conc2 \|.*\| \| \|$", md, re.M) is not None, f"--of-ceiling markdown:\n{md}")
+    csv = subprocess.run(base + ["-o", "csv"], check=True, capture_output=True, text=True).stdout.splitlines()
+    header = csv[0].split(",") if csv else []
+    check(header[-2:] == ["ceiling_tokens_per_s", "of_ceiling"] and len(csv) == 4 and
+          all(len(line.split(",")) == len(header) for line in csv), f"--of-ceiling csv: {csv}")
+    by_test = {line.split(",")[0]: line.split(",") for line in csv[1:]}
+    check(by_test.get("conc2", ["x"])[-2:] == ["", ""] and float(by_test.get("tg4", ["0"])[-1] or 0) > 0,
+          f"--of-ceiling csv rows: {by_test}")
     bad = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-p", "0", "-n", "0", "--vs-greedy"],
                          capture_output=True, text=True)
     check(bad.returncode != 0 and "--concurrency" in bad.stderr, f"--vs-greedy without --concurrency: {bad.stderr}")
