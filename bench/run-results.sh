@@ -7,6 +7,7 @@
 # machine: about 40 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+unset SPARK_FORCE_ISA  # each section sets its tier itself
 threads=${THREADS:-2}
 reps=${REPS:-3}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -18,8 +19,12 @@ marker='<!-- bench/run-results.sh rewrites everything above this line; the notes
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The tiers this CPU runs, best first ("best tier: amx, active tier: amx" -> amx avx512 avx2).
-best=$(build/bin/spark-server hw | sed -n 's/^best tier: \([a-z0-9]*\),.*/\1/p')
+# The tiers this CPU runs, best first ("best tier: amx, active tier: amx" -> amx avx512 avx2). The report is
+# read once: `hw | grep -q` could end hw with SIGPIPE, which pipefail would turn into a wrong answer.
+hw=$(build/bin/spark-server hw)
+best=$(sed -n 's/^best tier: \([a-z0-9]*\),.*/\1/p' <<<"$hw")
+cpu=$(sed -n 's/^cpu: //p' <<<"$hw")
+[[ -n $best ]] || { echo "run-results.sh: no 'best tier' in spark-server hw" >&2; exit 1; }
 case "$best" in
   amx) tiers="amx avx512 avx2" ;;
   avx512) tiers="avx512 avx2" ;;
@@ -28,7 +33,7 @@ case "$best" in
 esac
 # bf16act (bf16 weights, bf16 activations) only where the tier has bf16 dot products.
 formats_at() {
-  if [[ $1 == avx2 ]] || ! build/bin/spark-server hw | grep -q 'avx512 f/bw/vl/dq: yes.*bf16: yes'; then
+  if [[ $1 == avx2 ]] || ! grep -q 'avx512 f/bw/vl/dq: yes.*bf16: yes' <<<"$hw"; then
     echo bf16,int8,w4a8,w4a16
   else
     echo bf16,bf16act,int8,w4a8,w4a16
@@ -41,7 +46,7 @@ for f in w4a8 w4a16; do build/bin/spark-quantize -m "$tmp/bf16" -o "$tmp/$f" -f 
 {
   echo "# spark-bench results"
   echo
-  echo "$(date -u +%Y-%m-%d), commit $(git rev-parse --short=12 HEAD), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
+  echo "$(date -u +%Y-%m-%d), commit $(git rev-parse --short=12 HEAD), $cpu," \
        "$(nproc) CPUs, $threads threads, tiers $tiers. Regenerate with \`bench/run-results.sh\`."
   echo
   echo "## Ceilings (measured, active tier)"
@@ -89,8 +94,8 @@ for f in w4a8 w4a16; do build/bin/spark-quantize -m "$tmp/bf16" -o "$tmp/$f" -f 
       cat "$out"
     fi
   fi
-} > "$out.tmp"
-mv "$out.tmp" "$out"
+} > "$tmp/results.md"
+mv "$tmp/results.md" "$out"
 echo "wrote $out"
 {
   echo "# Quantization fidelity, Spark-X2.5-1.7B shape, random weights"
@@ -100,6 +105,6 @@ echo "wrote $out"
   echo "rather than predict a trained model's agreement."
   echo
   build/bin/spark-quantize -m "$tmp/bf16" --report -t "$threads" | sed "s|$tmp/||"
-} > bench/FIDELITY.md.tmp
-mv bench/FIDELITY.md.tmp bench/FIDELITY.md
+} > "$tmp/fidelity.md"
+mv "$tmp/fidelity.md" bench/FIDELITY.md
 echo "wrote bench/FIDELITY.md"
