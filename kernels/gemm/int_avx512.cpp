@@ -141,13 +141,26 @@ struct W4A8Kernel {
           lo[b] = _mm512_and_si512(raw, low4);
           hi[b] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
         }
-        SPARK_UNROLL
-        for (int i = 0; i < MR; ++i) {
-          const int8_t* xp = xg + i * ldq + p * 8;
+        if constexpr (MR == 1) {
+          // One row: its two activation words broadcast once for all NB blocks, not once per block.
+          int32_t x_lo, x_hi;
+          std::memcpy(&x_lo, xg + p * 8, 4);
+          std::memcpy(&x_hi, xg + p * 8 + 4, 4);
+          const __m512i xl = _mm512_set1_epi32(x_lo), xh = _mm512_set1_epi32(x_hi);
           SPARK_UNROLL
           for (int b = 0; b < NB; ++b) {
-            acc[i][b] = dpbusd_bcst(acc[i][b], lo[b], xp);
-            acc[i][b] = dpbusd_bcst(acc[i][b], hi[b], xp + 4);
+            acc[0][b] = dpbusd(acc[0][b], lo[b], xl);
+            acc[0][b] = dpbusd(acc[0][b], hi[b], xh);
+          }
+        } else {
+          SPARK_UNROLL
+          for (int i = 0; i < MR; ++i) {
+            const int8_t* xp = xg + i * ldq + p * 8;
+            SPARK_UNROLL
+            for (int b = 0; b < NB; ++b) {
+              acc[i][b] = dpbusd_bcst(acc[i][b], lo[b], xp);
+              acc[i][b] = dpbusd_bcst(acc[i][b], hi[b], xp + 4);
+            }
           }
         }
       }
