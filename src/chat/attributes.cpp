@@ -34,7 +34,7 @@ Value unsafe(const Value& obj, const std::string& name) {
 Value missing_attribute(const Value& obj, const std::string& name) {
   // Built with append: GCC 12 reports a false -Wrestrict on the equivalent operator+ chain.
   std::string message = "'";
-  message.append(object_type_repr(obj)).append("' has no attribute '").append(name).append("'");
+  message.append(object_type_repr(obj)).append("' has no attribute '").append(message_text(name)).append("'");
   return Value::undefined(std::move(message));
 }
 

@@ -460,14 +460,29 @@ void append_str(const Value& v, std::string& out, size_t max_bytes) {
   check_print_size(out, max_bytes);
 }
 
+namespace {
+
+// s cut to at most kMessageReprBytes, not inside a UTF-8 character, with "..." when cut.
+std::string cut_for_message(std::string_view s) {
+  if (s.size() <= kMessageReprBytes) return std::string(s);
+  size_t n = kMessageReprBytes;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return std::string(s.substr(0, n)) + "...";
+}
+
+}  // namespace
+
+std::string message_text(std::string_view s) {
+  return cut_for_message(s);
+}
+
 std::string message_repr(const Value& v) {
   std::string out;
   try {
     append_repr(v, out, kMessageReprBytes);
   } catch (const RenderError& e) {
     if (e.kind() != RenderError::Kind::kLimit) throw;
-    out.resize(std::min(out.size(), kMessageReprBytes));
-    out += "...";
+    return cut_for_message(out + "...");  // over the limit: at least one byte more than kept
   }
   return out;
 }

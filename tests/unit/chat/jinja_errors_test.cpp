@@ -152,6 +152,18 @@ TEST(JinjaErrors, LargeValuesInMessagesAreCut) {
   e = render_error("{% set s = 'x' * 100000 %}{{ ({}[[s, s]]).upper() }}");
   ASSERT_TRUE(e);
   EXPECT_LT(e->detail().size(), 1200u) << e->detail().substr(0, 200);
+  // A string key is looked up as an attribute: its name is cut too.
+  EXPECT_EQ(render("{% set s = 'x' * 100000 %}{{ ({}[s]) is defined }}"), "False");
+  e = render_error("{% set s = 'x' * 100000 %}{{ ({}[s]).upper() }}");
+  ASSERT_TRUE(e);
+  EXPECT_LT(e->detail().size(), 1200u) << e->detail().substr(0, 200);
+  // The cut does not split a UTF-8 character: 1,022 bytes after "['" are 340 three-byte characters and two
+  // bytes of the next.
+  std::string euros;
+  for (int i = 0; i < 340; ++i) euros += "\u20ac";
+  e = render_error("{{ [1].index(['\u20ac' * 1000]) }}");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->detail(), "['" + euros + "... is not in list");
 }
 
 TEST(JinjaLimits, StepBudgetStopsRunawayLoops) {
