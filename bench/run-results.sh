@@ -17,7 +17,10 @@ bench=build/bin/spark-bench
 out=bench/RESULTS.md
 marker='<!-- bench/run-results.sh rewrites everything above this line; the notes below are kept -->'
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# The new files are written beside their targets, so the final mv is a rename (never a partial RESULTS.md).
+results_new=$(mktemp bench/.RESULTS.md.XXXXXX)
+fidelity_new=$(mktemp bench/.FIDELITY.md.XXXXXX)
+trap 'rm -rf "$tmp" "$results_new" "$fidelity_new"' EXIT
 
 # The tiers this CPU runs, best first ("best tier: amx, active tier: amx" -> amx avx512 avx2). The report is
 # read once: `hw | grep -q` could end hw with SIGPIPE, which pipefail would turn into a wrong answer.
@@ -94,8 +97,8 @@ for f in w4a8 w4a16; do build/bin/spark-quantize -m "$tmp/bf16" -o "$tmp/$f" -f 
       cat "$out"
     fi
   fi
-} > "$tmp/results.md"
-mv "$tmp/results.md" "$out"
+} > "$results_new"
+mv "$results_new" "$out"
 echo "wrote $out"
 {
   echo "# Quantization fidelity, Spark-X2.5-1.7B shape, random weights"
@@ -105,6 +108,6 @@ echo "wrote $out"
   echo "rather than predict a trained model's agreement."
   echo
   build/bin/spark-quantize -m "$tmp/bf16" --report -t "$threads" | sed "s|$tmp/||"
-} > "$tmp/fidelity.md"
-mv "$tmp/fidelity.md" bench/FIDELITY.md
+} > "$fidelity_new"
+mv "$fidelity_new" bench/FIDELITY.md
 echo "wrote bench/FIDELITY.md"

@@ -2,6 +2,8 @@
 """spark-bench on a tiny generated checkpoint: `-r 2 -o json` must print one JSON array whose rows carry
 every documented field with sane values, for prefill, decode and concurrency rows, and --plot must write
 an SVG."""
+import csv
+import io
 import json
 import os
 import re
@@ -112,13 +114,16 @@ def main():
           all(line.count("|") == table[0].count("|") for line in table), f"--of-ceiling markdown:\n{md}")
     check(re.search(r"\| tg4 \|.*\| [0-9.]+ \(read [0-9]+ GB/s\) \| [0-9]+% \|$", md, re.M) is not None and
           re.search(r"\| conc2 \|.*\| \| \|$", md, re.M) is not None, f"--of-ceiling markdown:\n{md}")
-    csv = subprocess.run(base + ["-o", "csv"], check=True, capture_output=True, text=True).stdout.splitlines()
-    header = csv[0].split(",") if csv else []
-    check(header[-2:] == ["ceiling_tokens_per_s", "of_ceiling"] and len(csv) == 4 and
-          all(len(line.split(",")) == len(header) for line in csv), f"--of-ceiling csv: {csv}")
-    by_test = {line.split(",")[0]: line.split(",") for line in csv[1:]}
-    check(by_test.get("conc2", ["x"])[-2:] == ["", ""] and float(by_test.get("tg4", ["0"])[-1] or 0) > 0,
-          f"--of-ceiling csv rows: {by_test}")
+    # CSV, with a kernel path that holds a comma (", KV bf16"): quoted, so every line has the header's fields.
+    text = subprocess.run(base + ["-o", "csv", "--kv-cache-dtype", "bf16"], check=True, capture_output=True,
+                          text=True).stdout
+    table = list(csv.reader(io.StringIO(text)))
+    header = table[0] if table else []
+    check(header[-2:] == ["ceiling_tokens_per_s", "of_ceiling"] and len(table) == 4 and
+          all(len(row) == len(header) for row in table), f"--of-ceiling csv: {text}")
+    by_test = {row[0]: dict(zip(header, row)) for row in table[1:]}
+    check(by_test.get("conc2", {}).get("of_ceiling") == "" and float(by_test.get("tg4", {}).get("of_ceiling") or 0) > 0
+          and by_test.get("tg4", {}).get("kernel_path", "").endswith(", KV bf16"), f"--of-ceiling csv rows: {by_test}")
     bad = subprocess.run([os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-p", "0", "-n", "0", "--vs-greedy"],
                          capture_output=True, text=True)
     check(bad.returncode != 0 and "--concurrency" in bad.stderr, f"--vs-greedy without --concurrency: {bad.stderr}")
