@@ -69,7 +69,7 @@ struct BenchOptions {
   std::string plot;
   uint64_t seed = 1;
   bool roofline = false;
-  bool of_ceiling = false;    // measure the ceilings first; each pp / tg row's fraction of its format's
+  bool of_ceiling = false;    // measure the ceilings first; each pp / tg row beside its own
   int shared_prefix = 0;      // tokens every session shares (0: skip)
   std::vector<int> sessions;  // sessions arriving together, one run per count
   int session_tokens = 32;    // each session's own tokens after the shared prefix

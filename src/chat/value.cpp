@@ -460,20 +460,11 @@ void append_str(const Value& v, std::string& out, size_t max_bytes) {
   check_print_size(out, max_bytes);
 }
 
-namespace {
-
-// s cut to at most kMessageReprBytes, not inside a UTF-8 character, with "..." when cut.
-std::string cut_for_message(std::string_view s) {
+std::string message_text(std::string_view s) {
   if (s.size() <= kMessageReprBytes) return std::string(s);
   size_t n = kMessageReprBytes;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a character
   return std::string(s.substr(0, n)) + "...";
-}
-
-}  // namespace
-
-std::string message_text(std::string_view s) {
-  return cut_for_message(s);
 }
 
 std::string message_repr(const Value& v) {
@@ -482,7 +473,7 @@ std::string message_repr(const Value& v) {
     append_repr(v, out, kMessageReprBytes);
   } catch (const RenderError& e) {
     if (e.kind() != RenderError::Kind::kLimit) throw;
-    return cut_for_message(out + "...");  // over the limit: at least one byte more than kept
+    return message_text(out + "...");  // over the limit: at least one byte more than kept
   }
   return out;
 }
