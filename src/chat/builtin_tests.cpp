@@ -77,11 +77,11 @@ bool t_float(Interpreter&, const Value& v, CallValues& args) {
 }
 bool t_lower(Interpreter& interp, const Value& v, CallValues& args) {
   no_args("lower", args);
-  return py_islower(to_str(v, interp.max_output_bytes()));
+  return py_islower(interp.str(v));
 }
 bool t_upper(Interpreter& interp, const Value& v, CallValues& args) {
   no_args("upper", args);
-  return py_isupper(to_str(v, interp.max_output_bytes()));
+  return py_isupper(interp.str(v));
 }
 bool t_string(Interpreter&, const Value& v, CallValues& args) {
   no_args("string", args);

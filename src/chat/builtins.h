@@ -43,8 +43,8 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
                                   int64_t maxsplit);
 std::vector<std::string> py_splitlines(std::string_view s, bool keepends);
 std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right);
-std::string py_replace(std::string_view s, std::string_view old, std::string_view replacement, int64_t count);
-// The size py_replace's result would have, without building it.
-size_t py_replace_size(std::string_view s, std::string_view old, std::string_view replacement, int64_t count);
+// Bounded by the render's output limit as it is built (a kLimit RenderError past it).
+std::string py_replace(const Interpreter& interp, std::string_view s, std::string_view old,
+                       std::string_view replacement, int64_t count);
 
 }  // namespace spark::jinja

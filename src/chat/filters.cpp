@@ -24,11 +24,6 @@ constexpr const char* kUnimplemented[] = {"filesizeformat", "format", "groupby",
                                           "random",         "slice",  "striptags", "truncate",
                                           "urlencode",      "urlize", "wordwrap",  "xmlattr"};
 
-// str(v) inside a render: bounded by the render's own output limit, like everything the template prints.
-std::string soft_str(const Interpreter& interp, const Value& v) {
-  return to_str(v, interp.max_output_bytes());
-}
-
 Value ignore_case(const Value& v) {
   return v.is_string() ? Value::string(py_lower(v.as_string())) : v;
 }
@@ -88,7 +83,7 @@ Value f_abs(Interpreter&, const Value& v, CallValues& args) {
 
 Value f_attr(Interpreter& interp, const Value& v, CallValues& args) {
   auto a = bind_args("attr", args, {"name"}, 1);
-  return get_python_attribute(v, soft_str(interp, *a[0]));
+  return get_python_attribute(v, interp.str(*a[0]));
 }
 
 Value f_batch(Interpreter& interp, const Value& v, CallValues& args) {
@@ -114,14 +109,14 @@ Value f_batch(Interpreter& interp, const Value& v, CallValues& args) {
 
 Value f_capitalize(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("capitalize", args, {});
-  return Value::string(py_capitalize(soft_str(interp, v)));
+  return Value::string(py_capitalize(interp.str(v)));
 }
 
 Value f_center(Interpreter& interp, const Value& v, CallValues& args) {
   auto a = bind_args("center", args, {"width"});
   CallValues call;
   call.positional.push_back(a[0] ? *a[0] : Value::integer(80));
-  return interp.call_value(get_attribute(Value::string(soft_str(interp, v)), "center"), call);
+  return interp.call_value(get_attribute(Value::string(interp.str(v)), "center"), call);
 }
 
 Value f_default(Interpreter&, const Value& v, CallValues& args) {
@@ -133,7 +128,7 @@ Value f_default(Interpreter&, const Value& v, CallValues& args) {
 Value f_dictsort(Interpreter& interp, const Value& v, CallValues& args) {
   auto a = bind_args("dictsort", args, {"case_sensitive", "by", "reverse"});
   if (!v.is_dict()) throw RenderError("dictsort requires a mapping, not " + type_name(v));
-  const std::string by = a[1] ? soft_str(interp, *a[1]) : "key";
+  const std::string by = a[1] ? interp.str(*a[1]) : "key";
   if (by != "key" && by != "value") throw RenderError("You can only sort by either \"key\" or \"value\"");
   std::vector<Value> items;
   for (const auto& [key, value] : v.as_dict().entries()) {
@@ -153,7 +148,7 @@ Value f_dictsort(Interpreter& interp, const Value& v, CallValues& args) {
 Value f_escape(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("escape", args, {});
   std::string out;
-  for (char c : soft_str(interp, v)) {
+  for (char c : interp.str(v)) {
     switch (c) {
       case '&':
         out += "&amp;";
@@ -297,7 +292,7 @@ Value f_indent(Interpreter& interp, const Value& v, CallValues& args) {
       throw RenderError("can't multiply sequence by non-int of type '" + type_name(*a[0]) + "'");
     }
   }
-  const std::string s = soft_str(interp, v) + "\n";
+  const std::string s = interp.str(v) + "\n";
   std::vector<std::string> lines = py_splitlines(s, false);
   std::string rv;
   if (arg_true(a[2])) {
@@ -331,7 +326,7 @@ Value f_items(Interpreter&, const Value& v, CallValues& args) {
 
 Value f_join(Interpreter& interp, const Value& v, CallValues& args) {
   auto a = bind_args("join", args, {"d", "attribute"});
-  const std::string sep = a[0] ? soft_str(interp, *a[0]) : "";
+  const std::string sep = a[0] ? interp.str(*a[0]) : "";
   std::vector<Value> items = iterate(v);
   if (a[1] && !a[1]->is_none()) {
     auto get = attrgetter(a[1], std::nullopt, false);
@@ -358,12 +353,12 @@ Value f_list(Interpreter&, const Value& v, CallValues& args) {
 
 Value f_lower(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("lower", args, {});
-  return Value::string(py_lower(soft_str(interp, v)));
+  return Value::string(py_lower(interp.str(v)));
 }
 
 Value f_upper(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("upper", args, {});
-  return Value::string(py_upper(soft_str(interp, v)));
+  return Value::string(py_upper(interp.str(v)));
 }
 
 Value f_map(Interpreter& interp, const Value& v, CallValues& args) {
@@ -374,7 +369,7 @@ Value f_map(Interpreter& interp, const Value& v, CallValues& args) {
     func = attrgetter(a[0], a[1], false);
   } else {
     if (args.positional.empty()) throw RenderError("map requires a filter argument");
-    const std::string name = soft_str(interp, args.positional[0]);
+    const std::string name = interp.str(args.positional[0]);
     if (!filter_known(name)) throw RenderError("No filter named '" + name + "'.");
     CallValues rest;
     rest.positional.assign(args.positional.begin() + 1, args.positional.end());
@@ -404,7 +399,7 @@ Value select_or_reject(Interpreter& interp, const Value& v, CallValues& args, bo
   std::optional<std::string> test;
   CallValues test_args;
   if (args.positional.size() > off) {
-    test = soft_str(interp, args.positional[off]);
+    test = interp.str(args.positional[off]);
     if (!test_known(*test)) throw RenderError("No test named '" + *test + "'.");
     test_args.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(off) + 1,
                                 args.positional.end());
@@ -470,11 +465,8 @@ Value f_replace(Interpreter& interp, const Value& v, CallValues& args) {
       throw RenderError("'" + type_name(*a[2]) + "' object cannot be interpreted as an integer");
     count = a[2]->as_int();
   }
-  const std::string s = soft_str(interp, v), old = soft_str(interp, *a[0]),
-                    replacement = soft_str(interp, *a[1]);
-  interp.check_size(py_replace_size(s, old, replacement, count));  // before the text exists
-  std::string out = py_replace(s, old, replacement, count);
-  return Value::string(std::move(out));
+  const std::string s = interp.str(v), old = interp.str(*a[0]), replacement = interp.str(*a[1]);
+  return Value::string(py_replace(interp, s, old, replacement, count));
 }
 
 Value f_reverse(Interpreter&, const Value& v, CallValues& args) {
@@ -508,7 +500,7 @@ double py_round(double x, int64_t digits) {
 Value f_round(Interpreter& interp, const Value& v, CallValues& args) {
   auto a = bind_args("round", args, {"precision", "method"});
   const int64_t precision = a[0] && a[0]->is_integral() ? a[0]->as_int() : 0;
-  const std::string method = a[1] ? soft_str(interp, *a[1]) : "common";
+  const std::string method = a[1] ? interp.str(*a[1]) : "common";
   if (method != "common" && method != "ceil" && method != "floor") {
     throw RenderError("method must be common, ceil or floor");
   }
@@ -525,7 +517,7 @@ Value f_round(Interpreter& interp, const Value& v, CallValues& args) {
 
 Value f_safe(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("safe", args, {});
-  return Value::string(soft_str(interp, v));
+  return Value::string(interp.str(v));
 }
 
 Value f_sort(Interpreter&, const Value& v, CallValues& args) {
@@ -549,7 +541,7 @@ Value f_sort(Interpreter&, const Value& v, CallValues& args) {
 
 Value f_string(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("string", args, {});
-  return Value::string(soft_str(interp, v));
+  return Value::string(interp.str(v));
 }
 
 Value f_sum(Interpreter& interp, const Value& v, CallValues& args) {
@@ -563,7 +555,7 @@ Value f_sum(Interpreter& interp, const Value& v, CallValues& args) {
 Value f_title(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("title", args, {});
   // jinja2's title: words start after "-", whitespace, or an opening bracket; the rest is lowercased.
-  const std::string s = soft_str(interp, v);
+  const std::string s = interp.str(v);
   std::string out;
   bool word_start = true;
   for (size_t i = 0; i < s.size();) {
@@ -611,16 +603,14 @@ Value f_tojson(Interpreter& interp, const Value& v, CallValues& args) {
   }
   options.sort_keys = arg_true(a[3]);
   options.max_bytes = interp.max_output_bytes();
-  std::string out = to_python_json(v, options);
-  interp.check_size(out.size());
-  return Value::string(std::move(out));
+  return Value::string(to_python_json(v, options));
 }
 
 Value f_trim(Interpreter& interp, const Value& v, CallValues& args) {
   auto a = bind_args("trim", args, {"chars"});
   std::optional<std::string> chars;
-  if (a[0] && !a[0]->is_none()) chars = soft_str(interp, *a[0]);
-  return Value::string(py_strip(soft_str(interp, v), chars, true, true));
+  if (a[0] && !a[0]->is_none()) chars = interp.str(*a[0]);
+  return Value::string(py_strip(interp.str(v), chars, true, true));
 }
 
 Value f_unique(Interpreter&, const Value& v, CallValues& args) {
@@ -641,7 +631,7 @@ Value f_unique(Interpreter&, const Value& v, CallValues& args) {
 
 Value f_wordcount(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("wordcount", args, {});
-  const std::string s = soft_str(interp, v);
+  const std::string s = interp.str(v);
   int64_t words = 0;
   bool in_word = false;
   for (size_t i = 0; i < s.size();) {

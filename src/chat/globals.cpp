@@ -97,7 +97,7 @@ Value g_namespace(Interpreter& interp, CallValues& args) {
 
 Value g_raise_exception(Interpreter& interp, CallValues& args) {
   auto a = bind_args("raise_exception", args, {"message"}, 1);
-  throw RenderError(to_str(*a[0], interp.max_output_bytes()), RenderError::Kind::kRaised);
+  throw RenderError(interp.str(*a[0]), RenderError::Kind::kRaised);
 }
 
 Value g_strftime_now(Interpreter&, CallValues& args) {

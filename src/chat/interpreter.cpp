@@ -158,7 +158,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, const std::shared_ptr<Scop
         if (v.is_string()) {
           emit(out, v.as_string());
         } else {
-          emit(out, to_str(v, limits_.max_output_bytes));
+          emit(out, str(v));
         }
       }
       return Flow::kNormal;
@@ -196,7 +196,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, const std::shared_ptr<Scop
       const auto& node = static_cast<const FilterBlockStmt&>(stmt);
       const Value v =
           apply_block_filters(node.filters, Value::string(render_block(node.body, scope)), *scope);
-      emit(out, to_str(v, limits_.max_output_bytes));
+      emit(out, str(v));
       return Flow::kNormal;
     }
     case StmtKind::kWith: {
@@ -263,7 +263,7 @@ void Interpreter::exec_call_block(const CallBlockStmt& node, const std::shared_p
                                   std::string& out) {
   const Value caller = Value::callable(std::make_shared<MacroCallable>(*node.caller, scope));
   const Value v = eval_call(*node.call, *scope, &caller);
-  emit(out, to_str(v, limits_.max_output_bytes));
+  emit(out, str(v));
 }
 
 std::string Interpreter::render_block(const Body& body, const std::shared_ptr<Scope>& scope) {

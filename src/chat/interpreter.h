@@ -54,6 +54,8 @@ class Interpreter {
   // before its count reached the byte budget).
   void check_items(size_t items) const;
   size_t max_output_bytes() const { return limits_.max_output_bytes; }
+  // str(v) inside a render: bounded by the render's own output limit, like everything the template prints.
+  std::string str(const Value& v) const { return to_str(v, limits_.max_output_bytes); }
   std::shared_ptr<NamespaceData> new_namespace();
   // Counts work against the step budget (throws a limit error when it runs out).
   void step(uint64_t units = 1);

@@ -74,10 +74,7 @@ class JsonWriter {
         key_sep_(o.key_separator ? *o.key_separator : ": ") {}
 
   void write(const Value& v, int level, std::string& out) const {
-    // Checked per value, as the text grows: a list of one large string 60 times is 60 copies.
-    if (out.size() > o_.max_bytes) {
-      throw RenderError("tojson output exceeds the output size limit", RenderError::Kind::kLimit);
-    }
+    check_print_size(out.size(), o_.max_bytes);  // before each value; after the last in to_python_json
     switch (v.type()) {
       case Value::Type::kNone:
         out += "null";
@@ -158,9 +155,7 @@ class JsonWriter {
   }
 
   void newline(int level, std::string& out) const {
-    if (out.size() + static_cast<size_t>(level) * o_.indent->size() > o_.max_bytes) {
-      throw RenderError("tojson output exceeds the output size limit", RenderError::Kind::kLimit);
-    }
+    check_print_size(out.size() + static_cast<size_t>(level) * o_.indent->size(), o_.max_bytes);
     out += '\n';
     for (int i = 0; i < level; ++i) out += *o_.indent;
   }
@@ -175,6 +170,7 @@ class JsonWriter {
 std::string to_python_json(const Value& value, const JsonOptions& options) {
   std::string out;
   JsonWriter(options).write(value, 0, out);
+  check_print_size(out.size(), options.max_bytes);
   return out;
 }
 

@@ -203,44 +203,23 @@ std::string py_strip(std::string_view s, const std::optional<std::string>& chars
   return to_utf8(std::u32string_view(u).substr(b, e - b));
 }
 
-size_t py_replace_size(std::string_view s, std::string_view old, std::string_view replacement,
-                       int64_t count) {
-  if (count < 0) count = INT64_MAX;
-  size_t hits = 0;
-  if (old.empty()) {
-    for (size_t i = 0; i <= s.size() && static_cast<int64_t>(hits) < count; ++hits) {
-      if (i == s.size()) {
-        ++hits;
-        break;
-      }
-      next_code_point(s, i);
-    }
-  } else {
-    for (size_t start = 0; static_cast<int64_t>(hits) < count; ++hits) {
-      const size_t hit = s.find(old, start);
-      if (hit == std::string_view::npos) break;
-      start = hit + old.size();
-    }
-  }
-  // In long double: hits x replacement may pass 64 bits; the caller compares it with its limit.
-  const long double size = static_cast<long double>(s.size()) +
-                           static_cast<long double>(hits) * (static_cast<long double>(replacement.size()) -
-                                                             static_cast<long double>(old.size()));
-  return size >= static_cast<long double>(SIZE_MAX) ? SIZE_MAX : static_cast<size_t>(size);
-}
-
-std::string py_replace(std::string_view s, std::string_view old, std::string_view replacement,
-                       int64_t count) {
+std::string py_replace(const Interpreter& interp, std::string_view s, std::string_view old,
+                       std::string_view replacement, int64_t count) {
   if (count < 0) count = INT64_MAX;
   std::string out;
+  // Checked before each piece is added, so the text never grows past the limit.
+  auto add = [&](std::string_view piece) {
+    interp.check_size(out.size() + piece.size());
+    out += piece;
+  };
   if (old.empty()) {
     // Python inserts the replacement before every character and at the end.
     for (size_t i = 0; i <= s.size();) {
-      if (count-- > 0) out += replacement;
+      if (count-- > 0) add(replacement);
       if (i == s.size()) break;
       const size_t start = i;
       next_code_point(s, i);
-      out += s.substr(start, i - start);
+      add(s.substr(start, i - start));
     }
     return out;
   }
@@ -248,11 +227,11 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
   while (count-- > 0) {
     const size_t hit = s.find(old, start);
     if (hit == std::string_view::npos) break;
-    out += s.substr(start, hit - start);
-    out += replacement;
+    add(s.substr(start, hit - start));
+    add(replacement);
     start = hit + old.size();
   }
-  out += s.substr(start);
+  add(s.substr(start));
   return out;
 }
 
@@ -291,9 +270,7 @@ Value call_str_method(Interpreter& interp, const std::string& s, std::string_vie
     const std::string_view old = str_arg(a[0], "replace() argument 1");
     const std::string_view replacement = str_arg(a[1], "replace() argument 2");
     const int64_t count = optional_int(a[2], -1);
-    interp.check_size(py_replace_size(s, old, replacement, count));  // before the text exists
-    std::string out = py_replace(s, old, replacement, count);
-    return Value::string(std::move(out));
+    return Value::string(py_replace(interp, s, old, replacement, count));
   }
   if (name == "upper") {
     no_args(fn, args);

@@ -55,15 +55,6 @@ int deepest_of(const std::vector<Value>& items) {
 // so kMaxNesting alone does not bound it: the walk counts its own levels.
 constexpr int kMaxPrintDepth = 2 * kMaxNesting;
 
-// A list holding one large string 60 times prints 60 copies: the printed size is checked as it grows, not
-// after (a 3.6 GB string before the check).
-void check_print_size(const std::string& out, size_t max_bytes) {
-  if (out.size() > max_bytes) {
-    throw RenderError("value too large to print (over " + std::to_string(max_bytes) + " bytes)",
-                      RenderError::Kind::kLimit);
-  }
-}
-
 void append_repr_at(const Value& v, std::string& out, int level, size_t max_bytes);
 void append_str_at(const Value& v, std::string& out, int level, size_t max_bytes);
 
@@ -76,7 +67,7 @@ void append_dict_repr(const DictData& d, std::string& out, int level, size_t max
   out += '{';
   bool first = true;
   for (const auto& [key, value] : d.entries()) {
-    check_print_size(out, max_bytes);
+    check_print_size(out.size(), max_bytes);
     if (!first) out += ", ";
     first = false;
     out += repr_string(key);
@@ -388,7 +379,7 @@ void append_repr_at(const Value& v, std::string& out, int level, size_t max_byte
       }
       out += open;
       for (size_t i = 0; i < l.items.size(); ++i) {
-        check_print_size(out, max_bytes);
+        check_print_size(out.size(), max_bytes);
         if (i > 0) out += ", ";
         append_repr_at(l.items[i], out, level + 1, max_bytes);
       }
@@ -449,15 +440,22 @@ void append_str_at(const Value& v, std::string& out, int level, size_t max_bytes
 
 }  // namespace
 
+void check_print_size(size_t size, size_t max_bytes) {
+  if (size > max_bytes) {
+    throw RenderError("value too large to print (over " + std::to_string(max_bytes) + " bytes)",
+                      RenderError::Kind::kLimit);
+  }
+}
+
 // The walks check the size before each item; the last item is checked here.
 void append_repr(const Value& v, std::string& out, size_t max_bytes) {
   append_repr_at(v, out, 0, max_bytes);
-  check_print_size(out, max_bytes);
+  check_print_size(out.size(), max_bytes);
 }
 
 void append_str(const Value& v, std::string& out, size_t max_bytes) {
   append_str_at(v, out, 0, max_bytes);
-  check_print_size(out, max_bytes);
+  check_print_size(out.size(), max_bytes);
 }
 
 std::string message_text(std::string_view s) {

@@ -106,6 +106,10 @@ TEST(JinjaLimits, OutputSize) {
   ChatTemplateLimits limits;
   limits.max_output_bytes = 1000;
   EXPECT_EQ(render("{{ 'x' * 1000 }}", "{}", limits).size(), 1000u);
+  // replace is checked piece by piece, exactly at the limit, with or without an empty search string.
+  EXPECT_EQ(render("{{ ('a' * 500).replace('a', 'bb') }}", "{}", limits), std::string(1000, 'b'));
+  EXPECT_EQ(render("{{ ('a' * 499)|replace('', 'b')|length }}", "{}", limits), "999");
+  EXPECT_EQ(render("{{ ('ab' * 499).replace('b', '', 2)|length }}", "{}", limits), "996");
   for (const char* source :
        {"{{ 'x' * 1001 }}", "{% for i in range(2000) %}x{% endfor %}", "{{ [1] * 5000 }}",
         "{{ 'x' * 600 ~ 'y' * 600 }}", "{% macro m() %}{{ 'x' * 700 }}{% endmacro %}{{ m() ~ m() }}",
@@ -114,7 +118,9 @@ TEST(JinjaLimits, OutputSize) {
         "{% set s = 'x' * 600 %}{{ [s, s]|string|length }}",
         "{% set s = 'x' * 600 %}{{ [s, s]|join|length }}", "{% set s = 'x' * 600 %}{{ [s, s]|upper|length }}",
         "{% set s = 'x' * 600 %}{{ [s, s] is lower }}",
-        "{% set s = 'x' * 600 %}{{ raise_exception([s, s]) }}"}) {
+        "{% set s = 'x' * 600 %}{{ raise_exception([s, s]) }}", "{{ ('a' * 501).replace('a', 'bb') }}",
+        "{{ ('a' * 500).replace('', 'b') }}", "{{ ('a' * 500)|replace('', 'b') }}",
+        "{% set s = 'x' * 600 %}{{ [s, s]|tojson|length }}"}) {
     auto e = render_error(source, "{}", limits);
     ASSERT_TRUE(e) << source;
     EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit) << source << ": " << e->what();

@@ -177,8 +177,9 @@ TEST(JinjaMethods, StrMethods) {
               "c'.rsplit(' ', 1) }}"),
             "['a', 'b', '', 'c']['a', 'b', 'c']['a', 'b c']['a b', 'c']");
   EXPECT_EQ(r("{{ 'abc'.startswith('ab') }}{{ 'abc'.endswith(('x', 'c')) }}{{ 'aXbX'.replace('X', '-') }}"
-              "{{ 'hello world'.title() }}{{ 'héllo'.find('l') }}{{ '-'.join(['a', 'b']) }}"),
-            "TrueTruea-b-Hello World2a-b");
+              "{{ 'hello world'.title() }}{{ 'héllo'.find('l') }}{{ '-'.join(['a', 'b']) }}"
+              "{{ 'héllo'.replace('', '-', 3) }}{{ 'ab'.replace('', '.') }}{{ 'aaa'.replace('a', 'b', 0) }}"),
+            "TrueTruea-b-Hello World2a-b-h-é-llo.a.b.aaa");
   const std::string c = R"({"c": "<think>\nreason\n</think>\n\nanswer"})";
   EXPECT_EQ(render("{{ c.split('</think>')[-1].lstrip('\\n') }}|"
                    "{{ c.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') }}",
