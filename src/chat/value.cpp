@@ -55,6 +55,7 @@ int deepest_of(const std::vector<Value>& items) {
 // so kMaxNesting alone does not bound it: the walk counts its own levels.
 constexpr int kMaxPrintDepth = 2 * kMaxNesting;
 
+void append_repr_string(std::string_view s, std::string& out, size_t max_bytes);
 void append_repr_at(const Value& v, std::string& out, int level, size_t max_bytes);
 void append_str_at(const Value& v, std::string& out, int level, size_t max_bytes);
 
@@ -70,7 +71,7 @@ void append_dict_repr(const DictData& d, std::string& out, int level, size_t max
     check_print_size(out.size(), max_bytes);
     if (!first) out += ", ";
     first = false;
-    out += repr_string(key);
+    append_repr_string(key, out, max_bytes);
     out += ": ";
     append_repr_at(value, out, level + 1, max_bytes);
   }
@@ -319,14 +320,17 @@ std::string format_float(double d) {
   return out;
 }
 
-std::string repr_string(std::string_view s) {
+namespace {
+
+// repr(s) appended to out, checked as it grows: a 60 MB string named in an error message is cut at 1 KiB
+// without escaping all of it first.
+void append_repr_string(std::string_view s, std::string& out, size_t max_bytes) {
   const bool has_single = s.find('\'') != std::string_view::npos;
   const bool has_double = s.find('"') != std::string_view::npos;
   const char quote = (has_single && !has_double) ? '"' : '\'';
-  std::string out;
-  out.reserve(s.size() + 2);
   out += quote;
   for (size_t i = 0; i < s.size();) {
+    check_print_size(out.size(), max_bytes);
     const char32_t cp = next_code_point(s, i);
     char buf[16];
     if (cp == static_cast<char32_t>(quote) || cp == '\\') {
@@ -352,10 +356,7 @@ std::string repr_string(std::string_view s) {
     }
   }
   out += quote;
-  return out;
 }
-
-namespace {
 
 void append_repr_at(const Value& v, std::string& out, int level, size_t max_bytes) {
   switch (v.type()) {
@@ -363,7 +364,7 @@ void append_repr_at(const Value& v, std::string& out, int level, size_t max_byte
       out += "Undefined";
       return;
     case Value::Type::kString:
-      out += repr_string(v.as_string());
+      append_repr_string(v.as_string(), out, max_bytes);
       return;
     case Value::Type::kList: {
       const ListData& l = v.as_list();

@@ -212,7 +212,6 @@ inline constexpr size_t kMessageReprBytes = 1024;
 std::string message_repr(const Value& v);
 // A name or text inside an error message, cut the same way (at a UTF-8 character boundary).
 std::string message_text(std::string_view s);
-std::string repr_string(std::string_view s);
 std::string format_float(double d);  // float.__repr__
 bool equals(const Value& a, const Value& b);
 // a < b with Python's rules; throws RenderError for unorderable types.
