@@ -10,9 +10,11 @@ namespace spark::jinja {
 
 namespace {
 
-void append_json_string(const std::string& s, bool ensure_ascii, std::string& out) {
+// Checked as it grows: one string escapes to up to 6x its size (control characters as \u00XX).
+void append_json_string(const std::string& s, bool ensure_ascii, size_t max_bytes, std::string& out) {
   out += '"';
   for (size_t i = 0; i < s.size();) {
+    check_print_size(out.size(), max_bytes);
     const auto c = static_cast<unsigned char>(s[i]);
     char buf[16];
     if (c < 0x80) {
@@ -97,7 +99,7 @@ class JsonWriter {
         return;
       }
       case Value::Type::kString:
-        append_json_string(v.as_string(), o_.ensure_ascii, out);
+        append_json_string(v.as_string(), o_.ensure_ascii, o_.max_bytes, out);
         return;
       case Value::Type::kList: {
         const ListData& l = v.as_list();
@@ -130,7 +132,7 @@ class JsonWriter {
         out += '{';
         for (size_t i = 0; i < entries.size(); ++i) {
           separator(i == 0, level + 1, out);
-          append_json_string(entries[i]->first, o_.ensure_ascii, out);
+          append_json_string(entries[i]->first, o_.ensure_ascii, o_.max_bytes, out);
           out += key_sep_;
           write(entries[i]->second, level + 1, out);
         }

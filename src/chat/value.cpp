@@ -441,11 +441,9 @@ void append_str_at(const Value& v, std::string& out, int level, size_t max_bytes
 
 }  // namespace
 
-void check_print_size(size_t size, size_t max_bytes) {
-  if (size > max_bytes) {
-    throw RenderError("value too large to print (over " + std::to_string(max_bytes) + " bytes)",
-                      RenderError::Kind::kLimit);
-  }
+void throw_print_size(size_t max_bytes) {
+  throw RenderError("value too large to print (over " + std::to_string(max_bytes) + " bytes)",
+                    RenderError::Kind::kLimit);
 }
 
 // The walks check the size before each item; the last item is checked here.

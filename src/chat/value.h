@@ -202,7 +202,10 @@ inline constexpr size_t kMaxPrintBytes = size_t{256} << 20;
 
 // A list holding one large string 60 times prints 60 copies: printed text (str, repr, tojson) is checked
 // as it grows, not after (a 3.6 GB string before the check). Throws a kLimit RenderError past max_bytes.
-void check_print_size(size_t size, size_t max_bytes);
+[[noreturn]] void throw_print_size(size_t max_bytes);
+inline void check_print_size(size_t size, size_t max_bytes) {
+  if (size > max_bytes) throw_print_size(max_bytes);  // inline: the escaping walks check per code point
+}
 // str(v): what {{ v }} prints; a container printed past max_bytes is a kLimit RenderError.
 std::string to_str(const Value& v, size_t max_bytes = kMaxPrintBytes);
 void append_str(const Value& v, std::string& out, size_t max_bytes = kMaxPrintBytes);

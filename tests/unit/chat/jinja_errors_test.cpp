@@ -106,6 +106,20 @@ TEST(JinjaLimits, OutputSize) {
   ChatTemplateLimits limits;
   limits.max_output_bytes = 1000;
   EXPECT_EQ(render("{{ 'x' * 1000 }}", "{}", limits).size(), 1000u);
+  EXPECT_EQ(render("{{ ('<' * 250)|escape|length }}", "{}", limits), "1000");
+  EXPECT_EQ(render("{{ ('\\n' * 199)|indent('xxxx', blank=true)|length }}", "{}", limits), "995");
+  // A JSON string escapes control characters 6x: 166 of them and the quotes are 998 bytes, 167 are 1,004.
+  EXPECT_EQ(render("{{ c|tojson|length }}", R"({"c": ")" + std::string(166 * 6, 'x') + R"("})", limits),
+            "998");
+  auto controls = [](int n) {
+    std::string c;
+    for (int i = 0; i < n; ++i) c += "\\u0001";
+    return R"({"c": ")" + c + R"("})";
+  };
+  EXPECT_EQ(render("{{ c|tojson|length }}", controls(166), limits), "998");
+  auto je = render_error("{{ c|tojson|length }}", controls(167), limits);
+  ASSERT_TRUE(je);
+  EXPECT_EQ(je->kind(), TemplateError::Kind::kLimit);
   // replace is checked piece by piece, exactly at the limit, with or without an empty search string.
   EXPECT_EQ(render("{{ ('a' * 500).replace('a', 'bb') }}", "{}", limits), std::string(1000, 'b'));
   EXPECT_EQ(render("{{ ('a' * 499)|replace('', 'b')|length }}", "{}", limits), "999");
@@ -118,9 +132,11 @@ TEST(JinjaLimits, OutputSize) {
         "{% set s = 'x' * 600 %}{{ [s, s]|string|length }}",
         "{% set s = 'x' * 600 %}{{ [s, s]|join|length }}", "{% set s = 'x' * 600 %}{{ [s, s]|upper|length }}",
         "{% set s = 'x' * 600 %}{{ [s, s] is lower }}",
-        "{% set s = 'x' * 600 %}{{ raise_exception([s, s]) }}", "{{ ('a' * 501).replace('a', 'bb') }}",
-        "{{ ('a' * 500).replace('', 'b') }}", "{{ ('a' * 500)|replace('', 'b') }}",
-        "{% set s = 'x' * 600 %}{{ [s, s]|tojson|length }}"}) {
+        "{% set s = 'x' * 600 %}{{ raise_exception([s, s]) }}", "{{ ('a' * 501).replace('a', 'bb')|length }}",
+        "{{ ('a' * 500).replace('', 'b')|length }}", "{{ ('a' * 500)|replace('', 'b')|length }}",
+        "{% set s = 'x' * 600 %}{{ [s, s]|tojson|length }}",
+        // escape grows 5x an entity and had no check at all; indent grows by its width a line.
+        "{{ ('<' * 251)|escape|length }}", "{{ ('\\n' * 200)|indent('xxxxx', blank=true)|length }}"}) {
     auto e = render_error(source, "{}", limits);
     ASSERT_TRUE(e) << source;
     EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit) << source << ": " << e->what();
@@ -138,7 +154,9 @@ TEST(JinjaLimits, OutputSize) {
         "{% set big = ['a' * 20000000] * 60 %}{{ big|string|length }}",
         "{% set big = ['a' * 20000000] * 60 %}{{ big }}",
         "{% set big = ['a' * 20000000] * 60 %}{{ 'x' ~ big }}",
-        "{{ ([['a'] * 3000000] * 60)|sum(start=[])|length }}"}) {
+        "{{ ([['a'] * 3000000] * 60)|sum(start=[])|length }}",
+        "{{ ('\\n' * 1000000)|indent('x' * 60000, blank=true)|length }}",
+        "{{ ('<' * 20000000)|escape|length }}"}) {
     e = render_error(source);
     ASSERT_TRUE(e) << source;
     EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit) << source << ": " << e->what();
