@@ -149,10 +149,7 @@ Value f_escape(Interpreter& interp, const Value& v, CallValues& args) {
   bind_args("escape", args, {});
   std::string out;
   // An entity grows the text 5x: checked at each one (the plain characters only copy the input).
-  auto entity = [&](const char* e) {
-    out += e;
-    interp.check_size(out.size());
-  };
+  auto entity = [&](std::string_view e) { interp.emit(out, e); };
   for (char c : interp.str(v)) {
     switch (c) {
       case '&':
@@ -301,10 +298,7 @@ Value f_indent(Interpreter& interp, const Value& v, CallValues& args) {
   std::vector<std::string> lines = py_splitlines(s, false);
   std::string rv;
   // Checked before each piece: a million empty lines with a 60 KB indent would be 60 GB.
-  auto add = [&](std::string_view piece) {
-    interp.check_size(rv.size() + piece.size());
-    rv += piece;
-  };
+  auto add = [&](std::string_view piece) { interp.emit(rv, piece); };
   if (arg_true(a[1])) add(indention);
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) {
@@ -337,7 +331,7 @@ Value f_join(Interpreter& interp, const Value& v, CallValues& args) {
   }
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += sep;
+    if (i > 0) interp.emit(out, sep);
     append_str(items[i], out, interp.max_output_bytes());
     interp.check_size(out.size());
   }

@@ -128,7 +128,7 @@ void Interpreter::step(uint64_t units) {
   }
 }
 
-void Interpreter::emit(std::string& out, std::string_view text) {
+void Interpreter::emit(std::string& out, std::string_view text) const {
   check_size(out.size() + text.size());
   out += text;
 }

@@ -50,6 +50,9 @@ class Interpreter {
   Value invoke_macro(const MacroDef& def, const std::weak_ptr<Scope>& closure, CallValues& args);
   // Throws a limit error when a string of this many bytes would exceed the output budget.
   void check_size(size_t size) const;
+  // Appends text to out after checking the result against the output budget, so text that grows piece by
+  // piece (filters, string methods, the render itself) never passes the limit.
+  void emit(std::string& out, std::string_view text) const;
   // The same for a list of this many items, each counted as 16 bytes (a list of 360M items was 4.5 GB
   // before its count reached the byte budget).
   void check_items(size_t items) const;
@@ -71,7 +74,6 @@ class Interpreter {
   Value apply_block_filters(const std::vector<std::unique_ptr<FilterExpr>>& filters, Value value,
                             Scope& scope);
   void assign(const Target& target, const Value& value, Scope& scope);
-  void emit(std::string& out, std::string_view text);
 
   Value eval(const Expr& expr, Scope& scope);
   Value lookup(const std::string& name, Scope& scope) const;

@@ -207,11 +207,8 @@ std::string py_replace(const Interpreter& interp, std::string_view s, std::strin
                        std::string_view replacement, int64_t count) {
   if (count < 0) count = INT64_MAX;
   std::string out;
-  // Checked before each piece is added, so the text never grows past the limit.
-  auto add = [&](std::string_view piece) {
-    interp.check_size(out.size() + piece.size());
-    out += piece;
-  };
+  // Each piece is checked before it is added, so the text never grows past the limit.
+  auto add = [&](std::string_view piece) { interp.emit(out, piece); };
   if (old.empty()) {
     // Python inserts the replacement before every character and at the end.
     for (size_t i = 0; i <= s.size();) {

@@ -124,6 +124,8 @@ TEST(JinjaLimits, OutputSize) {
   EXPECT_EQ(render("{{ ('a' * 500).replace('a', 'bb') }}", "{}", limits), std::string(1000, 'b'));
   EXPECT_EQ(render("{{ ('a' * 499)|replace('', 'b')|length }}", "{}", limits), "999");
   EXPECT_EQ(render("{{ ('ab' * 499).replace('b', '', 2)|length }}", "{}", limits), "996");
+  // join checks each separator as it is added.
+  EXPECT_EQ(render("{{ ['', '', '']|join('x' * 500)|length }}", "{}", limits), "1000");
   for (const char* source :
        {"{{ 'x' * 1001 }}", "{% for i in range(2000) %}x{% endfor %}", "{{ [1] * 5000 }}",
         "{{ 'x' * 600 ~ 'y' * 600 }}", "{% macro m() %}{{ 'x' * 700 }}{% endmacro %}{{ m() ~ m() }}",
@@ -136,7 +138,8 @@ TEST(JinjaLimits, OutputSize) {
         "{{ ('a' * 500).replace('', 'b')|length }}", "{{ ('a' * 500)|replace('', 'b')|length }}",
         "{% set s = 'x' * 600 %}{{ [s, s]|tojson|length }}",
         // escape grows 5x an entity and had no check at all; indent grows by its width a line.
-        "{{ ('<' * 251)|escape|length }}", "{{ ('\\n' * 200)|indent('xxxxx', blank=true)|length }}"}) {
+        "{{ ('<' * 251)|escape|length }}", "{{ ('\\n' * 200)|indent('xxxxx', blank=true)|length }}",
+        "{{ ['', '', '', '']|join('x' * 334)|length }}"}) {
     auto e = render_error(source, "{}", limits);
     ASSERT_TRUE(e) << source;
     EXPECT_EQ(e->kind(), TemplateError::Kind::kLimit) << source << ": " << e->what();
