@@ -150,7 +150,7 @@ int run(const Options& o) {
   }
 
   // One roofline per tier: each row is held to the peaks of its own tier's instructions (an avx2 row to
-  // AVX2's FMA and vpmaddubsw, not to AVX-512's).
+  // AVX2's FMA and vpmaddubsw (or AVX-VNNI's vpdpbusd), not to AVX-512's).
   std::map<Isa, Roofline> roofs;
   if (o.roofline) {
     for (Isa tier : tiers) {

@@ -4,9 +4,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "spark/error.h"
 
@@ -100,8 +102,51 @@ Isa best_isa() {
 
 }  // namespace
 
+// SPARK_DISABLE_CPU_FEATURES=avx_vnni,avx512_bf16 (names as `spark-server hw --json` prints them) turns
+// probed features off, so the kernels a CPU without them runs can be run and measured here: the features that
+// are not tiers (AVX-VNNI, AVX512-BF16, VBMI) are otherwise out of SPARK_FORCE_ISA's reach.
+void disable_cpu_features(CpuFeatures& f, const std::string& list) {
+  const std::pair<const char*, bool CpuFeatures::*> names[] = {{"avx2", &CpuFeatures::avx2},
+                                                               {"fma", &CpuFeatures::fma},
+                                                               {"f16c", &CpuFeatures::f16c},
+                                                               {"avx512f", &CpuFeatures::avx512f},
+                                                               {"avx512bw", &CpuFeatures::avx512bw},
+                                                               {"avx512vl", &CpuFeatures::avx512vl},
+                                                               {"avx512dq", &CpuFeatures::avx512dq},
+                                                               {"avx512_vnni", &CpuFeatures::avx512_vnni},
+                                                               {"avx512_bf16", &CpuFeatures::avx512_bf16},
+                                                               {"avx512_vbmi", &CpuFeatures::avx512_vbmi},
+                                                               {"avx_vnni", &CpuFeatures::avx_vnni},
+                                                               {"amx_tile", &CpuFeatures::amx_tile},
+                                                               {"amx_int8", &CpuFeatures::amx_int8},
+                                                               {"amx_bf16", &CpuFeatures::amx_bf16}};
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, comma - start);
+    start = comma + 1;
+    if (name.empty()) continue;
+    bool known = false;
+    for (const auto& [n, member] : names) {
+      if (name == n) {
+        f.*member = false;
+        known = true;
+      }
+    }
+    if (!known) {
+      throw Error("SPARK_DISABLE_CPU_FEATURES: unknown feature '" + name +
+                  "' (use the names `spark-server hw --json` prints, e.g. avx_vnni, avx512_bf16)");
+    }
+  }
+}
+
 const CpuFeatures& cpu_features() {
-  static const CpuFeatures features = probe();
+  static const CpuFeatures features = [] {
+    CpuFeatures f = probe();
+    const char* off = std::getenv("SPARK_DISABLE_CPU_FEATURES");
+    if (off != nullptr) disable_cpu_features(f, off);
+    return f;
+  }();
   return features;
 }
 

@@ -24,8 +24,13 @@ struct CpuFeatures {
   std::string brand;
 };
 
-// Probed once; later calls return the same object.
+// Probed once; later calls return the same object. SPARK_DISABLE_CPU_FEATURES (a comma list of the names
+// `spark-server hw --json` prints) turns features off, to run what a CPU without them runs; an unknown name
+// throws spark::Error.
 const CpuFeatures& cpu_features();
+// Turns off the features a comma list names (SPARK_DISABLE_CPU_FEATURES); throws spark::Error on an
+// unknown name.
+void disable_cpu_features(CpuFeatures& f, const std::string& list);
 
 // Instruction-set tiers the kernels are compiled for, lowest first. Each includes the ones below it:
 //   kAvx2    AVX2 + FMA + F16C (Haswell, Zen 1 and later)

@@ -29,8 +29,10 @@ enum class Kernel {
   kFloatRoundedAvx2,  // bf16 weights with bf16_activations on CPUs without vdpbf16ps
   kFloatRoundedAvx512,
   kInt8Avx2,
+  kInt8AvxVnni,  // the AVX2 tiles with AVX-VNNI's vpdpbusd
   kInt8Avx512,
   kW4A8Avx2,
+  kW4A8AvxVnni,
   kW4A8Avx512,
   kW4A16Avx2,
   kW4A16Avx512,
@@ -87,12 +89,14 @@ Kernel select_kernel(WeightFormat format, int64_t m, Isa isa, bool bf16_activati
       return avx512 ? Kernel::kFloatAvx512 : Kernel::kFloatAvx2;
     case WeightFormat::kInt8:
       if (amx_tiles) return Kernel::kInt8Amx;
-      return avx512 ? Kernel::kInt8Avx512 : Kernel::kInt8Avx2;
+      if (avx512) return Kernel::kInt8Avx512;
+      return cpu_features().avx_vnni ? Kernel::kInt8AvxVnni : Kernel::kInt8Avx2;
     case WeightFormat::kW4A8:
       // The AMX tiles unpack the weights to bytes in memory before their products; below kW4A8AmxMinRows
       // activation rows that costs more than the VNNI tiles, which unpack in registers.
       if (amx_tiles && m >= kW4A8AmxMinRows) return Kernel::kW4A8Amx;
-      return avx512 ? Kernel::kW4A8Avx512 : Kernel::kW4A8Avx2;
+      if (avx512) return Kernel::kW4A8Avx512;
+      return cpu_features().avx_vnni ? Kernel::kW4A8AvxVnni : Kernel::kW4A8Avx2;
     case WeightFormat::kW4A16:
       if (avx512 && cpu_features().avx512_bf16 && cpu_features().avx512_vbmi) {
         if (amx_tiles && cpu_features().amx_bf16 && m >= kW4A16AmxMinRows) return Kernel::kW4A16Amx;
@@ -117,10 +121,14 @@ GemmFn kernel_fn(Kernel k) {
       return float_rounded_avx512;
     case Kernel::kInt8Avx2:
       return gemm_int8_avx2;
+    case Kernel::kInt8AvxVnni:
+      return gemm_int8_avxvnni;
     case Kernel::kInt8Avx512:
       return gemm_int8_avx512;
     case Kernel::kW4A8Avx2:
       return gemm_w4a8_avx2;
+    case Kernel::kW4A8AvxVnni:
+      return gemm_w4a8_avxvnni;
     case Kernel::kW4A8Avx512:
       return gemm_w4a8_avx512;
     case Kernel::kW4A16Avx2:
@@ -211,6 +219,11 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
       return {"int8 avx2 " + std::string(decode ? "gemv" : "tiles"),
               rows + "; vpmaddubsw with the sign trick (|x| times sign-adjusted w) cannot saturate",
               Arithmetic::kInt8Dot};
+    case Kernel::kInt8AvxVnni:
+      return {
+          "int8 avx2 avx-vnni " + std::string(decode ? "gemv" : "tiles"),
+          rows + "; vpdpbusd (AVX-VNNI, ymm) on (x + 128) x w, exact after subtracting 128 x stored row sums",
+          Arithmetic::kInt8Dot};
     case Kernel::kInt8Avx512:
       return {"int8 avx512-vnni " + std::string(decode ? "gemv" : "tiles"),
               rows + "; vpdpbusd on (x + 128) x w, exact after subtracting 128 x stored row sums" + panels,
@@ -218,6 +231,12 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
     case Kernel::kW4A8Avx2:
       return {"w4a8 avx2 " + std::string(decode ? "gemv" : "tiles"),
               rows + "; nibbles unpacked in registers into vpmaddubsw (q <= 15 cannot saturate)",
+              Arithmetic::kInt8Dot};
+    case Kernel::kW4A8AvxVnni:
+      return {"w4a8 avx2 avx-vnni " + std::string(decode ? "gemv" : "tiles"),
+              rows +
+                  "; nibbles unpacked in registers into vpdpbusd (AVX-VNNI, ymm), zero point via activation "
+                  "group sums",
               Arithmetic::kInt8Dot};
     case Kernel::kW4A8Avx512:
       return {"w4a8 avx512-vnni " + std::string(decode ? "gemv" : "tiles"),

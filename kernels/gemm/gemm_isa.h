@@ -58,6 +58,11 @@ void gemm_int8_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* 
                     ThreadPool& pool);
 void gemm_w4a8_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                     ThreadPool& pool);
+// The same tiles with AVX-VNNI's vpdpbusd on ymm (cpu_features().avx_vnni): AVX2 CPUs that have it.
+void gemm_int8_avxvnni(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                       ThreadPool& pool);
+void gemm_w4a8_avxvnni(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                       ThreadPool& pool);
 void gemm_w4a16_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                      ThreadPool& pool);
 

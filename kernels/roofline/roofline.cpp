@@ -114,7 +114,9 @@ double measure_int8_peak(ThreadPool& pool, int reps, Isa tier) {
   int32_t sink = 0;
   const double rate = median_rate(pool, static_cast<size_t>(8 * pool.size()), reps, [&](size_t) {
     int32_t s = 0;
-    const double ops = use_avx512(tier) ? int8_loop_avx512(kIters, &s) : int8_loop_avx2(kIters, &s);
+    const double ops = use_avx512(tier)          ? int8_loop_avx512(kIters, &s)
+                       : cpu_features().avx_vnni ? int8_loop_avxvnni(kIters, &s)
+                                                 : int8_loop_avx2(kIters, &s);
     if (s == 12345) sink = s;
     return ops;
   });

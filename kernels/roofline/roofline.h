@@ -22,8 +22,9 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes = 0, int reps = 5, 
 // GFLOP/s of independent FMA chains on every pool thread (2 flops per lane per FMA), median of `reps`.
 double measure_fma_peak(ThreadPool& pool, int reps = 5, Isa tier = active_isa());
 
-// GOP/s (2 ops per multiply-add) of int8 dot products: vpdpbusd on AVX-512 VNNI, vpmaddubsw + vpmaddwd
-// + vpaddd on AVX2. Median of `reps`.
+// GOP/s (2 ops per multiply-add) of int8 dot products: vpdpbusd on AVX-512 VNNI, on AVX2 the ymm vpdpbusd
+// of AVX-VNNI where the CPU has it, else vpmaddubsw + vpmaddwd + vpaddd (what that tier's integer tiles
+// use). Median of `reps`.
 double measure_int8_peak(ThreadPool& pool, int reps = 5, Isa tier = active_isa());
 
 // GFLOP/s of vdpbf16ps (AVX512-BF16): the ceiling of the bf16-activation kernels; 0 without AVX512-BF16.

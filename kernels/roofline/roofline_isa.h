@@ -22,6 +22,8 @@ double fma_loop_avx512(int64_t iters, float* sink);
 // Same for int8 multiply-adds (2 ops each).
 double int8_loop_avx2(int64_t iters, int32_t* sink);
 double int8_loop_avx512(int64_t iters, int32_t* sink);
+// AVX-VNNI's vpdpbusd on ymm: what the AVX2 integer tiles multiply with on CPUs that have it.
+double int8_loop_avxvnni(int64_t iters, int32_t* sink);
 
 // vdpbf16ps chains: 2 products (4 flops) per f32 lane per instruction.
 double bf16_dot_loop_avx512(int64_t iters, float* sink);

@@ -16,6 +16,7 @@
 #include "kernel_test_util.h"
 #include "roofline/roofline.h"
 #include "roofline/roofline_isa.h"
+#include "spark/error.h"
 
 namespace spark::kernels {
 
@@ -99,6 +100,36 @@ TEST(HardwareReport, TiersAreNested) {
     higher = higher || cpu_supports(isa);
   }
   EXPECT_TRUE(cpu_supports(Isa::kScalar));
+}
+
+// SPARK_DISABLE_CPU_FEATURES' list: each name turns its feature off and nothing else; empty entries are
+// skipped; a misspelt name is an error, not silently a CPU with everything on.
+TEST(CpuFeatures, DisableListTurnsNamedFeaturesOff) {
+  CpuFeatures all;
+  for (bool* b : {&all.avx2, &all.fma, &all.f16c, &all.avx512f, &all.avx512bw, &all.avx512vl, &all.avx512dq,
+                  &all.avx512_vnni, &all.avx512_bf16, &all.avx512_vbmi, &all.avx_vnni, &all.amx_tile,
+                  &all.amx_int8, &all.amx_bf16})
+    *b = true;
+  CpuFeatures f = all;
+  disable_cpu_features(f, "avx_vnni,,avx512_bf16,");
+  EXPECT_FALSE(f.avx_vnni);
+  EXPECT_FALSE(f.avx512_bf16);
+  EXPECT_TRUE(f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
+              f.avx512_vnni && f.avx512_vbmi && f.amx_tile && f.amx_int8 && f.amx_bf16);
+  f = all;
+  disable_cpu_features(f, "");
+  EXPECT_TRUE(f.avx_vnni && f.avx512_bf16);
+  // Every name `spark-server hw --json` prints.
+  f = all;
+  disable_cpu_features(f,
+                       "avx2,fma,f16c,avx_vnni,avx512f,avx512bw,avx512vl,avx512dq,avx512_vnni,avx512_bf16,"
+                       "avx512_vbmi,amx_tile,amx_int8,amx_bf16");
+  EXPECT_FALSE(f.avx2 || f.fma || f.f16c || f.avx_vnni || f.avx512f || f.avx512bw || f.avx512vl ||
+               f.avx512dq || f.avx512_vnni || f.avx512_bf16 || f.avx512_vbmi || f.amx_tile || f.amx_int8 ||
+               f.amx_bf16);
+  f = all;
+  EXPECT_THROW(disable_cpu_features(f, "avx_vnni,avx-vnni"), Error);
+  EXPECT_THROW(disable_cpu_features(f, "AVX2"), Error);
 }
 
 // The read loops fold every byte of their range into their result (four streams of a quarter each).

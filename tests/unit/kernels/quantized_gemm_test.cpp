@@ -222,6 +222,75 @@ INSTANTIATE_TEST_SUITE_P(Bodies, W4A16BodyTest,
                            return std::string(kW4A16Bodies[info.param].name);
                          });
 
+// Every integer kernel body called directly, bit for bit against the reference: the dispatcher runs only
+// one per tier on a given CPU (the AVX2 tier takes AVX-VNNI's vpdpbusd where the CPU has it, so the
+// vpmaddubsw tiles of CPUs without it are tested here).
+struct IntegerBody {
+  const char* name;
+  WeightFormat format;
+  GemmFn fn;
+  bool (*available)();
+};
+
+const IntegerBody kIntegerBodies[] = {
+    {"int8_avx2", WeightFormat::kInt8, gemm_int8_avx2, [] { return cpu_supports(Isa::kAvx2); }},
+    {"int8_avxvnni", WeightFormat::kInt8, gemm_int8_avxvnni,
+     [] { return cpu_supports(Isa::kAvx2) && cpu_features().avx_vnni; }},
+    {"int8_avx512", WeightFormat::kInt8, gemm_int8_avx512, [] { return cpu_supports(Isa::kAvx512); }},
+    {"w4a8_avx2", WeightFormat::kW4A8, gemm_w4a8_avx2, [] { return cpu_supports(Isa::kAvx2); }},
+    {"w4a8_avxvnni", WeightFormat::kW4A8, gemm_w4a8_avxvnni,
+     [] { return cpu_supports(Isa::kAvx2) && cpu_features().avx_vnni; }},
+    {"w4a8_avx512", WeightFormat::kW4A8, gemm_w4a8_avx512, [] { return cpu_supports(Isa::kAvx512); }},
+};
+
+class IntegerBodyTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(IntegerBodyTest, MatchesReferenceBitForBit) {
+  const IntegerBody& body = kIntegerBodies[GetParam()];
+  if (!body.available()) GTEST_SKIP() << "skipped: CPU lacks " << body.name;
+  std::mt19937 rng(static_cast<unsigned>(77 + GetParam()));
+  ThreadPool pool(3);
+  for (const Shape& s : kShapes) {
+    for (int64_t m : kRows) {
+      if (m * s.n * s.k > 40'000'000) continue;
+      auto src = test::gaussian_weight(FloatDType::kF32, s.n, s.k, rng, 0.05f);
+      const QuantizedWeight w = quantize_weight(src.w, body.format, pool);
+      std::vector<float> x = test::gaussian_vector(static_cast<size_t>(m * s.k), rng);
+      // Rows of very different magnitudes, an all-zero row, and a row whose activations all quantize to
+      // +-127 (the products' extremes, where vpmaddubsw would saturate without the sign trick).
+      for (int64_t i = 0; i < m; ++i) {
+        const float mag = i % 3 == 0 ? 1.0f : (i % 3 == 1 ? 30.0f : 0.01f);
+        for (int64_t kk = 0; kk < s.k; ++kk) x[i * s.k + kk] *= mag;
+      }
+      if (m > 2) std::fill(x.begin() + s.k, x.begin() + 2 * s.k, 0.0f);
+      if (m > 3) {
+        for (int64_t kk = 0; kk < s.k; ++kk) x[2 * s.k + kk] = kk % 2 ? -1.0f : 1.0f;
+      }
+      const int64_t ldy = s.n + 3;
+      std::vector<float> y(static_cast<size_t>(m * ldy), NAN), ref(y.size(), NAN);
+      body.fn(x.data(), m, w, y.data(), ldy, pool);
+      gemm_ref(x.data(), m, w, ref.data(), ldy);
+      const std::string where = std::string(body.name) + " m=" + std::to_string(m) +
+                                " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < ldy; ++j) {
+          if (j >= s.n) {
+            ASSERT_TRUE(std::isnan(y[i * ldy + j])) << where << ": wrote past N at (" << i << "," << j << ")";
+          } else {
+            ASSERT_EQ(y[i * ldy + j], ref[i * ldy + j]) << where << " at (" << i << "," << j << ")";
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Bodies, IntegerBodyTest,
+                         ::testing::Range(0, static_cast<int>(std::size(kIntegerBodies))),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(kIntegerBodies[info.param].name);
+                         });
+
 // kW4A16 is defined on bf16-rounded activations: the reference's result does not move when x is rounded
 // first, and differs measurably from exact f32 products of the same weights.
 TEST(GemmReference, W4A16RoundsActivationsToBf16) {
