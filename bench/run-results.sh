@@ -7,7 +7,7 @@
 # machine: about 40 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-unset SPARK_FORCE_ISA  # each section sets its tier itself
+unset SPARK_FORCE_ISA SPARK_DISABLE_CPU_FEATURES  # each section sets its tier itself
 threads=${THREADS:-2}
 reps=${REPS:-3}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -65,6 +65,15 @@ for f in w4a8 w4a16; do build/bin/spark-quantize -m "$tmp/bf16" -o "$tmp/$f" -f 
     SPARK_FORCE_ISA=$tier "$bench" --random-weights spark-x2.5-1.7b -t "$threads" -p 512 -n 128 -r "$reps" \
       --quant "$(formats_at "$tier")" --of-ceiling
   done
+  # The AVX2 tier's integer tiles take AVX-VNNI's vpdpbusd where the CPU has it; AVX2 CPUs without it
+  # (Zen 2 / 3, Skylake and older) run vpmaddubsw: those rows too, with the feature turned off.
+  if [[ " $tiers " == *" avx2 "* ]] && grep -q 'avx-vnni: yes' <<<"$hw"; then
+    echo
+    echo "## Prefill and decode at tier avx2 without AVX-VNNI (\`SPARK_DISABLE_CPU_FEATURES=avx_vnni\`)"
+    echo
+    SPARK_FORCE_ISA=avx2 SPARK_DISABLE_CPU_FEATURES=avx_vnni "$bench" --random-weights spark-x2.5-1.7b \
+      -t "$threads" -p 512 -n 128 -r "$reps" --quant int8,w4a8 --of-ceiling
+  fi
   echo
   echo "## Concurrency: total generated tokens/s, 128-token prompts, 128 new tokens each (tier $best)"
   echo
