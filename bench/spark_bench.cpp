@@ -666,11 +666,12 @@ int run(const BenchOptions& o) {
     }
     const std::string format =
         std::string(kernels::weight_format_name(model->weight_format())) + (mo.bf16_activations ? "act" : "");
-    // The AVX2 tier's integer tiles use AVX-VNNI where the CPU has it (SPARK_DISABLE_CPU_FEATURES=avx_vnni).
+    // The AVX2 tier's integer tiles use AVX-VNNI where the CPU has it (SPARK_DISABLE_CPU_FEATURES=avx_vnni
+    // turns it off).
     const bool avx_vnni = kernels::active_isa() == kernels::Isa::kAvx2 && kernels::cpu_features().avx_vnni &&
                           (format == "int8" || format == "w4a8");
     const std::string kernel_path = std::string(kernels::isa_name(kernels::active_isa())) +
-                                    (avx_vnni ? "-vnni " : " ") + format +
+                                    (avx_vnni ? " avx-vnni " : " ") + format +
                                     (o.kv_cache_dtype == "f32" ? "" : ", KV " + o.kv_cache_dtype);
     progress("weights " + format + ": " + std::to_string(model->weight_bytes() >> 20) + " MiB");
     for (int threads : o.threads) {

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <utility>
 
 #include "spark/error.h"
 
@@ -102,24 +101,28 @@ Isa best_isa() {
 
 }  // namespace
 
+const std::vector<CpuFeatureField>& cpu_feature_fields() {
+  static const std::vector<CpuFeatureField> fields = {{"avx2", &CpuFeatures::avx2},
+                                                      {"fma", &CpuFeatures::fma},
+                                                      {"f16c", &CpuFeatures::f16c},
+                                                      {"avx_vnni", &CpuFeatures::avx_vnni},
+                                                      {"avx512f", &CpuFeatures::avx512f},
+                                                      {"avx512bw", &CpuFeatures::avx512bw},
+                                                      {"avx512vl", &CpuFeatures::avx512vl},
+                                                      {"avx512dq", &CpuFeatures::avx512dq},
+                                                      {"avx512_vnni", &CpuFeatures::avx512_vnni},
+                                                      {"avx512_bf16", &CpuFeatures::avx512_bf16},
+                                                      {"avx512_vbmi", &CpuFeatures::avx512_vbmi},
+                                                      {"amx_tile", &CpuFeatures::amx_tile},
+                                                      {"amx_int8", &CpuFeatures::amx_int8},
+                                                      {"amx_bf16", &CpuFeatures::amx_bf16}};
+  return fields;
+}
+
 // SPARK_DISABLE_CPU_FEATURES=avx_vnni,avx512_bf16 (names as `spark-server hw --json` prints them) turns
 // probed features off, so the kernels a CPU without them runs can be run and measured here: the features that
 // are not tiers (AVX-VNNI, AVX512-BF16, VBMI) are otherwise out of SPARK_FORCE_ISA's reach.
 void disable_cpu_features(CpuFeatures& f, const std::string& list) {
-  const std::pair<const char*, bool CpuFeatures::*> names[] = {{"avx2", &CpuFeatures::avx2},
-                                                               {"fma", &CpuFeatures::fma},
-                                                               {"f16c", &CpuFeatures::f16c},
-                                                               {"avx512f", &CpuFeatures::avx512f},
-                                                               {"avx512bw", &CpuFeatures::avx512bw},
-                                                               {"avx512vl", &CpuFeatures::avx512vl},
-                                                               {"avx512dq", &CpuFeatures::avx512dq},
-                                                               {"avx512_vnni", &CpuFeatures::avx512_vnni},
-                                                               {"avx512_bf16", &CpuFeatures::avx512_bf16},
-                                                               {"avx512_vbmi", &CpuFeatures::avx512_vbmi},
-                                                               {"avx_vnni", &CpuFeatures::avx_vnni},
-                                                               {"amx_tile", &CpuFeatures::amx_tile},
-                                                               {"amx_int8", &CpuFeatures::amx_int8},
-                                                               {"amx_bf16", &CpuFeatures::amx_bf16}};
   size_t start = 0;
   while (start <= list.size()) {
     const size_t comma = std::min(list.find(',', start), list.size());
@@ -127,9 +130,9 @@ void disable_cpu_features(CpuFeatures& f, const std::string& list) {
     start = comma + 1;
     if (name.empty()) continue;
     bool known = false;
-    for (const auto& [n, member] : names) {
-      if (name == n) {
-        f.*member = false;
+    for (const CpuFeatureField& field : cpu_feature_fields()) {
+      if (name == field.name) {
+        f.*field.member = false;
         known = true;
       }
     }

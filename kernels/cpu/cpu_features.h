@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace spark::kernels {
 
@@ -23,6 +24,13 @@ struct CpuFeatures {
   bool amx_bf16 = false;
   std::string brand;
 };
+
+// Every probed feature under the name `spark-server hw --json` prints and SPARK_DISABLE_CPU_FEATURES takes.
+struct CpuFeatureField {
+  const char* name;
+  bool CpuFeatures::*member;
+};
+const std::vector<CpuFeatureField>& cpu_feature_fields();
 
 // Probed once; later calls return the same object. SPARK_DISABLE_CPU_FEATURES (a comma list of the names
 // `spark-server hw --json` prints) turns features off, to run what a CPU without them runs; an unknown name

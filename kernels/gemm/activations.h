@@ -11,7 +11,7 @@ namespace spark::kernels {
 
 struct QuantizedActivations {
   int64_t m = 0;
-  int64_t k_pad = 0;              // row stride of q; columns past k hold zero
+  int64_t k_pad = 0;              // row stride of q; columns past k hold zero (0x80 with offset128)
   int64_t groups = 0;             // number of 128-wide groups with a sum in group_sums (0: none computed)
   int8_t* q = nullptr;            // [m][k_pad]: q, or q + 128 stored as a byte when offset128
   float* scale = nullptr;         // [m]: x ≈ q · scale

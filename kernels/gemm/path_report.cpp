@@ -1,6 +1,7 @@
 #include "gemm/path_report.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "gemm/dispatch.h"
@@ -48,9 +49,10 @@ HardwareReport hardware_report() {
   }
   const bool fast_int8 = r.active >= Isa::kAvx2;
   if (fast_int8) {
-    r.advice.push_back({"single-stream decode", WeightFormat::kW4A8,
-                        "fewest bytes per weight (4.125 bits) with integer dot products (" +
-                            std::string(r.active >= Isa::kAvx512 ? "vpdpbusd" : "vpmaddubsw") + ")"});
+    r.advice.push_back(
+        {"single-stream decode", WeightFormat::kW4A8,
+         "fewest bytes per weight (4.125 bits) with integer dot products (" +
+             std::string(r.active >= Isa::kAvx512 || r.features.avx_vnni ? "vpdpbusd" : "vpmaddubsw") + ")"});
   } else {
     r.advice.push_back(
         {"single-stream decode", WeightFormat::kW4A16, "no fast int8 dot product on this CPU"});
@@ -77,6 +79,9 @@ std::string format_hardware_report(const HardwareReport& r) {
     << " (counted only with OS support and the arch_prctl tile permission)\n";
   s << "best tier: " << isa_name(r.best) << ", active tier: " << isa_name(r.active)
     << (r.active != r.best ? " (SPARK_FORCE_ISA)" : "") << "\n";
+  if (const char* off = std::getenv("SPARK_DISABLE_CPU_FEATURES"); off != nullptr && *off != '\0') {
+    s << "turned off: " << off << " (SPARK_DISABLE_CPU_FEATURES)\n";
+  }
   s << "gemm paths (m = activation rows):\n";
   for (const GemmPathEntry& p : r.paths) {
     char bits[32];

@@ -71,9 +71,9 @@ double int8_loop_avx2(int64_t iters, int32_t* sink) {
 }
 
 double int8_loop_avxvnni(int64_t iters, int32_t* sink) {
-  // vpdpbusd's accumulator is loop-carried (latency ~4-5 cycles, 2 a cycle on the CPUs that have it): 10
-  // chains, each with its own operand, fill 16 registers with the shared b.
-  constexpr int kChains = 10;
+  // vpdpbusd's accumulator is loop-carried (latency ~4-5 cycles, up to 2 a cycle on the CPUs that have
+  // it): 12 chains on the shared operands a and b (14 registers) keep the units busy.
+  constexpr int kChains = 12;
   __m256i acc[kChains];
   SPARK_UNROLL
   for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(c);

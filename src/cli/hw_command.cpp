@@ -14,20 +14,9 @@ nlohmann::ordered_json report_json(const kernels::HardwareReport& r) {
   const kernels::CpuFeatures& f = r.features;
   nlohmann::ordered_json j;
   j["cpu"] = f.brand;
-  j["features"] = {{"avx2", f.avx2},
-                   {"fma", f.fma},
-                   {"f16c", f.f16c},
-                   {"avx_vnni", f.avx_vnni},
-                   {"avx512f", f.avx512f},
-                   {"avx512bw", f.avx512bw},
-                   {"avx512vl", f.avx512vl},
-                   {"avx512dq", f.avx512dq},
-                   {"avx512_vnni", f.avx512_vnni},
-                   {"avx512_bf16", f.avx512_bf16},
-                   {"avx512_vbmi", f.avx512_vbmi},
-                   {"amx_tile", f.amx_tile},
-                   {"amx_int8", f.amx_int8},
-                   {"amx_bf16", f.amx_bf16}};
+  j["features"] = nlohmann::ordered_json::object();
+  for (const kernels::CpuFeatureField& field : kernels::cpu_feature_fields())
+    j["features"][field.name] = f.*field.member;
   j["best_tier"] = kernels::isa_name(r.best);
   j["active_tier"] = kernels::isa_name(r.active);
   j["paths"] = nlohmann::ordered_json::array();

@@ -124,7 +124,7 @@ TEST(JinjaLimits, OutputSize) {
   EXPECT_EQ(render("{{ ('a' * 500).replace('a', 'bb') }}", "{}", limits), std::string(1000, 'b'));
   EXPECT_EQ(render("{{ ('a' * 499)|replace('', 'b')|length }}", "{}", limits), "999");
   EXPECT_EQ(render("{{ ('ab' * 499).replace('b', '', 2)|length }}", "{}", limits), "996");
-  // join checks each separator as it is added.
+  // join's separators count towards the limit: exactly at it passes, one more separator (below) fails.
   EXPECT_EQ(render("{{ ['', '', '']|join('x' * 500)|length }}", "{}", limits), "1000");
   for (const char* source :
        {"{{ 'x' * 1001 }}", "{% for i in range(2000) %}x{% endfor %}", "{{ [1] * 5000 }}",
