@@ -47,6 +47,7 @@ void disable_cpu_features(CpuFeatures& f, const std::string& list);
 //   kAmx     + AMX tile/int8/bf16 with the OS permission granted (Sapphire Rapids and later)
 // AVX512-BF16 is not a tier: kernels that want vdpbf16ps check cpu_features().avx512_bf16 (and the W4A16
 // bf16 kernels, which also use vpermb, cpu_features().avx512_vbmi).
+// Nor is AVX-VNNI: the AVX2 tier's integer tiles check cpu_features().avx_vnni for its ymm vpdpbusd.
 enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 
 const char* isa_name(Isa isa);

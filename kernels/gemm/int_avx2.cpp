@@ -7,7 +7,8 @@
 //  - kW4A8 puts the weight nibble (0..15) on the unsigned side: pairs are at most 2 · 15 · 127.
 // vpmaddwd by ones widens the pairs to s32. On CPUs with AVX-VNNI (Alder Lake and later client cores,
 // Sierra Forest, Zen 5) the same tiles use its vpdpbusd on ymm instead, as the AVX-512 tiles do: u8 x s8,
-// four products summed into s32 without saturation, one instruction where the above takes three or four:
+// four products summed into s32 without saturation, one instruction per 32 products where the above takes
+// four (kInt8) or five per 64 (kW4A8):
 //  - kInt8 feeds activations as q + 128 and subtracts 128 · Σ_k w[n, k] (the stored row sums);
 //  - kW4A8 feeds the nibbles as the unsigned operand, as above.
 // The f32 epilogues follow gemm_ref's order: results are bit-identical to it, with or without AVX-VNNI.

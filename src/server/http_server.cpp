@@ -212,8 +212,11 @@ HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique
           send_json(res, {{"object", "list"}, {"data", models}});
         }));
   s.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
-    EngineStats stats = ctx.ready.load() ? ctx.engine->stats() : EngineStats{};
-    std::string text = ctx.metrics.render(stats, ctx.served_model_name, ctx.kernel_isa);
+    // The model's name is written by the loading thread before `ready`: read only after it.
+    const bool ready = ctx.ready.load();
+    EngineStats stats = ready ? ctx.engine->stats() : EngineStats{};
+    std::string text =
+        ctx.metrics.render(stats, ready ? ctx.served_model_name : std::string(), ctx.kernel_isa);
     const GrammarCacheStats grammars = grammar_cache_stats();
     ServerMetrics::render_caches(
         text, {grammars.grammars, grammars.bytes, grammars.refusals, grammars.compiles_waiting_for_equal,

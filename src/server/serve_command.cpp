@@ -64,6 +64,9 @@ int run_server(ServerOptions o) {
 
   auto ctx = std::make_unique<ServerContext>();
   ctx->options = o;
+  // The kernel tier first: a wrong SPARK_FORCE_ISA or SPARK_DISABLE_CPU_FEATURES ends the start before
+  // anything listens or loads (and /metrics reads it from the start).
+  ctx->kernel_isa = kernels::isa_name(kernels::active_isa());
   ctx->responses = std::make_unique<ResponseStore>(static_cast<size_t>(o.responses_store_max_count),
                                                    static_cast<size_t>(o.responses_store_max_bytes));
   set_grammar_cache_limits(static_cast<size_t>(o.grammar_cache_max_count),
@@ -150,7 +153,6 @@ int run_server(ServerOptions o) {
                              // A repo id is its own name (as vLLM), not the snapshot's revision hash.
                              : !std::filesystem::is_directory(o.model_dir) ? o.model_dir
                                                                            : dir.filename().string();
-    ctx->kernel_isa = kernels::isa_name(kernels::active_isa());
     ctx->created =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();

@@ -63,11 +63,11 @@ def poll_health(port, stop, seen, connected):
         conn.close()
 
 
-def start(bin_dir, model, port, extra=()):
+def start(bin_dir, model, port, extra=(), env=None):
     return subprocess.Popen(
         [os.path.join(bin_dir, "spark-server"), "--model", model, "--port", str(port), "--threads", "2",
          "--kv-cache-memory-bytes", str(64 << 20), *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def read_lines(proc, lines):
@@ -184,6 +184,27 @@ def port_in_use(bin_dir, model):
     print(f"port in use: '{errors[0]}', status {proc.returncode}, {took * 1000:.0f} ms")
 
 
+def bad_kernel_settings(bin_dir, model):
+    """A misspelt SPARK_FORCE_ISA or SPARK_DISABLE_CPU_FEATURES: one error line naming the variable,
+    non-zero status, within a second, before the server listens or loads anything."""
+    for name, value in (("SPARK_FORCE_ISA", "avx3"), ("SPARK_DISABLE_CPU_FEATURES", "avx_vnni,avx-vnni")):
+        env = dict(os.environ, **{name: value})
+        t0 = time.monotonic()
+        proc = start(bin_dir, model, free_port(), env=env)
+        try:
+            _, err = proc.communicate(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        took = time.monotonic() - t0
+        assert proc.returncode != 0, f"{name}={value}: exit status 0:\n{err}"
+        lines = [l for l in err.splitlines() if l.strip()]
+        assert len(lines) == 1 and lines[0].startswith(f"error: {name}"), f"{name}={value}: expected one error line:\n{err}"
+        assert took <= EXIT_WITHIN_S, f"{name}={value}: exited after {took:.2f} s"
+        print(f"{name}={value}: '{lines[0]}', status {proc.returncode}, {took * 1000:.0f} ms")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", required=True)
@@ -193,6 +214,7 @@ def main():
 
     src = make_checkpoint(args.bin_dir, args.work_dir, "tiny-ok")
     port_in_use(args.bin_dir, src)
+    bad_kernel_settings(args.bin_dir, src)
     broken = os.path.join(args.work_dir, "tiny-attention-bias")
     shutil.rmtree(broken, ignore_errors=True)
     shutil.copytree(src, broken)
