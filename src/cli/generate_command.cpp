@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cpu/cpu_features.h"
 #include "engine/prefix_cache.h"
 #include "model/model_source.h"
 #include "model/spark_model.h"
@@ -73,6 +74,9 @@ std::vector<std::pair<int32_t, float>> top_k(const float* logits, int vocab, int
 }
 
 int run_generate(const GenerateOptions& o) {
+  // The kernel tier first: a wrong SPARK_FORCE_ISA or SPARK_DISABLE_CPU_FEATURES ends the run before the
+  // checkpoint is read or quantized (as the server's start does).
+  const char* isa = kernels::isa_name(kernels::active_isa());
   const auto dir = resolve_model_dir(o.model_dir);
   const auto t0 = std::chrono::steady_clock::now();
   auto checkpoint = std::make_shared<const Checkpoint>(dir);
@@ -85,8 +89,9 @@ int run_generate(const GenerateOptions& o) {
   mo.bf16_activations = o.bf16_activations;
   SparkModel model(checkpoint, mo, pool);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  spdlog::info("loaded {} ({} layers, hidden {}, vocab {}) in {:.2f} s; max_model_len {}, {} threads",
-               dir.string(), cfg.num_layers, cfg.hidden_size, cfg.vocab_size, load_s, max_len, pool.size());
+  spdlog::info(
+      "loaded {} ({} layers, hidden {}, vocab {}) in {:.2f} s; max_model_len {}, {} threads, kernels {}",
+      dir.string(), cfg.num_layers, cfg.hidden_size, cfg.vocab_size, load_s, max_len, pool.size(), isa);
 
   const std::vector<int32_t> prompt = parse_ids(o.prompt_ids);
   if (static_cast<int64_t>(prompt.size()) + o.max_tokens > max_len) {

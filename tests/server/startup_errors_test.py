@@ -191,17 +191,25 @@ def port_in_use(bin_dir, model):
 
 def bad_kernel_settings(bin_dir, model):
     """A misspelt SPARK_FORCE_ISA or SPARK_DISABLE_CPU_FEATURES: one error line naming the variable,
-    non-zero status, within a second, before the server listens or loads anything."""
+    non-zero status, within a second, before the server listens or loads anything; the same for
+    `spark-server generate` (before it reads the checkpoint: no `loaded` line)."""
     for name, value in (("SPARK_FORCE_ISA", "avx3"), ("SPARK_DISABLE_CPU_FEATURES", "avx_vnni,avx-vnni")):
         # Only the misspelt variable: the other one, valid or not, must not decide the outcome.
         env = {k: v for k, v in os.environ.items() if k not in ("SPARK_FORCE_ISA", "SPARK_DISABLE_CPU_FEATURES")}
         env[name] = value
         status, err, took = run_to_exit(bin_dir, model, free_port(), env=env)
-        assert status != 0, f"{name}={value}: exit status 0:\n{err}"
-        lines = [l for l in err.splitlines() if l.strip()]
-        assert len(lines) == 1 and lines[0].startswith(f"error: {name}"), f"{name}={value}: expected one error line:\n{err}"
-        assert took <= EXIT_WITHIN_S, f"{name}={value}: exited after {took:.2f} s"
-        print(f"{name}={value}: '{lines[0]}', status {status}, {took * 1000:.0f} ms")
+        t0 = time.monotonic()
+        gen = subprocess.run([os.path.join(bin_dir, "spark-server"), "generate", "--model", model, "--prompt-ids",
+                              "14,15", "-n", "1", "-t", "1"], env=env, capture_output=True, text=True, timeout=60)
+        gen_took = time.monotonic() - t0
+        for mode, code, text, seconds in (("serve", status, err, took), ("generate", gen.returncode, gen.stderr,
+                                                                          gen_took)):
+            assert code != 0, f"{mode}, {name}={value}: exit status 0:\n{text}"
+            lines = [l for l in text.splitlines() if l.strip()]
+            assert len(lines) == 1 and lines[0].startswith(f"error: {name}"), \
+                f"{mode}, {name}={value}: expected one error line:\n{text}"
+            assert seconds <= EXIT_WITHIN_S, f"{mode}, {name}={value}: exited after {seconds:.2f} s"
+            print(f"{mode}, {name}={value}: '{lines[0]}', status {code}, {seconds * 1000:.0f} ms")
 
 
 def main():
