@@ -20,6 +20,7 @@
 
 #include "bench_report.h"
 #include "cpu/cpu_features.h"
+#include "gemm/dispatch.h"
 #include "grammar/json_validate.h"
 #include "grammar/matcher.h"
 #include "model/spark_model.h"
@@ -666,10 +667,11 @@ int run(const BenchOptions& o) {
     }
     const std::string format =
         std::string(kernels::weight_format_name(model->weight_format())) + (mo.bf16_activations ? "act" : "");
-    // The AVX2 tier's integer tiles use AVX-VNNI where the CPU has it (SPARK_DISABLE_CPU_FEATURES=avx_vnni
-    // turns it off).
-    const bool avx_vnni = kernels::active_isa() == kernels::Isa::kAvx2 && kernels::cpu_features().avx_vnni &&
-                          (format == "int8" || format == "w4a8");
+    // The row's label names AVX-VNNI when the dispatcher's kernel for this format uses it (the AVX2 tier's
+    // integer tiles on a CPU with it, unless SPARK_DISABLE_CPU_FEATURES=avx_vnni).
+    const bool avx_vnni =
+        kernels::describe_gemm(model->weight_format(), 512, kernels::active_isa(), mo.bf16_activations)
+            .kernel.find("avx-vnni") != std::string::npos;
     const std::string kernel_path = std::string(kernels::isa_name(kernels::active_isa())) +
                                     (avx_vnni ? " avx-vnni " : " ") + format +
                                     (o.kv_cache_dtype == "f32" ? "" : ", KV " + o.kv_cache_dtype);
