@@ -60,7 +60,8 @@ for f in w4a8 w4a16; do build/bin/spark-quantize -m "$tmp/bf16" -o "$tmp/$f" -f 
     echo "## Prefill and decode per format at tier $tier (Spark-X2.5-1.7B shape, random weights)"
     echo
     echo "Each row's ceiling is measured in the same run at the same tier (\`--of-ceiling\`): decode against the"
-    echo "read bandwidth over the weight bytes, prefill against the peak of the instructions the tier multiplies with."
+    echo "read bandwidth over the weight bytes, prefill against the peak of the instructions the tier multiplies with;"
+    echo "each the higher of two measurements, just before and just after the format's runs."
     echo
     SPARK_FORCE_ISA=$tier "$bench" --random-weights spark-x2.5-1.7b -t "$threads" -p 512 -n 128 -r "$reps" \
       --quant "$(formats_at "$tier")" --of-ceiling
