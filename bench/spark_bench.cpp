@@ -70,7 +70,7 @@ struct BenchOptions {
   std::string plot;
   uint64_t seed = 1;
   bool roofline = false;
-  bool of_ceiling = false;    // measure the ceilings first; each pp / tg row beside its own
+  bool of_ceiling = false;    // measure the ceilings around the runs; each pp / tg row beside its own
   int shared_prefix = 0;      // tokens every session shares (0: skip)
   std::vector<int> sessions;  // sessions arriving together, one run per count
   int session_tokens = 32;    // each session's own tokens after the shared prefix
@@ -651,7 +651,8 @@ int run(const BenchOptions& o) {
 
   // --of-ceiling: the ceilings of each thread count, measured before any run and again after each
   // format's runs (never during them, so the model's runs do not share the machine with the measurement).
-  // A row is held to the higher of the measurements just before and just after it: on a shared host a
+  // A row is held to the higher of the last measurement at its thread count before its format's runs and
+  // the one right after them (with one thread count, just before and just after it): on a shared host a
   // measurement taken while other tenants read memory comes out low (one read 38 GB/s where the machine
   // gives 70-80), and put a decode row at 106% of its "ceiling".
   std::map<int, kernels::Roofline> ceilings;
@@ -1084,8 +1085,8 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--of-ceiling", o.of_ceiling,
       "Measure the ceilings (as --roofline) at each thread count before the runs and after each format's, "
-      "and print each pp / tg row's fraction of its format's ceiling (the higher of the two measurements "
-      "beside it)");
+      "and print each pp / tg row's fraction of its format's ceiling (the higher of the last measurement at "
+      "that thread count before the format's runs and the one after them)");
   CLI11_PARSE(app, argc, argv);
   try {
     auto split_ints = [](const std::string& s, const char* flag) {
