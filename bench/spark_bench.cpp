@@ -212,18 +212,6 @@ void set_ceiling(BenchRow& row, const kernels::Roofline& r, const SparkModel& mo
   }
 }
 
-// Each figure of a and b, the higher one: what the machine reached in either measurement.
-kernels::Roofline higher_ceilings(kernels::Roofline a, const kernels::Roofline& b) {
-  for (auto field :
-       {&kernels::Roofline::read_gbps_1t, &kernels::Roofline::read_gbps, &kernels::Roofline::fma_gflops_1t,
-        &kernels::Roofline::fma_gflops, &kernels::Roofline::int8_gops_1t, &kernels::Roofline::int8_gops,
-        &kernels::Roofline::bf16_gflops_1t, &kernels::Roofline::bf16_gflops,
-        &kernels::Roofline::amx_int8_gops_1t, &kernels::Roofline::amx_int8_gops,
-        &kernels::Roofline::amx_bf16_gflops_1t, &kernels::Roofline::amx_bf16_gflops})
-    a.*field = std::max(a.*field, b.*field);
-  return a;
-}
-
 // Measured read bandwidth and arithmetic peaks, and what they allow for this model in each format:
 // decode reads every weight once per token; prefill does 2 FLOP per weight per token.
 int run_roofline(const BenchOptions& o) {
@@ -951,7 +939,7 @@ int run(const BenchOptions& o) {
         const kernels::Roofline after = kernels::measure_roofline(pool);
         progress("ceilings at " + std::to_string(threads) + " threads after " + format + ": read " +
                  std::to_string(after.read_gbps) + " GB/s");
-        const kernels::Roofline best = higher_ceilings(ceilings.at(threads), after);
+        const kernels::Roofline best = kernels::higher_of(ceilings.at(threads), after);
         for (size_t i = first_row; i < rows.size(); ++i)
           set_ceiling(rows[i], best, *model, mo.bf16_activations, flop_per_token);
         ceilings[threads] = after;

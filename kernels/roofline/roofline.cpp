@@ -163,6 +163,17 @@ double measure_amx_int8_fed(size_t bytes, int reps, Isa tier) {
   return rate / 1e9;
 }
 
+Roofline higher_of(const Roofline& a, const Roofline& b) {
+  Roofline r = a;
+  for (double Roofline::*field :
+       {&Roofline::read_gbps_1t, &Roofline::read_gbps, &Roofline::fma_gflops_1t, &Roofline::fma_gflops,
+        &Roofline::int8_gops_1t, &Roofline::int8_gops, &Roofline::bf16_gflops_1t, &Roofline::bf16_gflops,
+        &Roofline::amx_int8_gops_1t, &Roofline::amx_int8_gops, &Roofline::amx_bf16_gflops_1t,
+        &Roofline::amx_bf16_gflops})
+    r.*field = std::max(a.*field, b.*field);
+  return r;
+}
+
 double arithmetic_peak(const Roofline& r, Arithmetic a) {
   switch (a) {
     case Arithmetic::kF32Fma:

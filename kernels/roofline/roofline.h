@@ -56,6 +56,10 @@ struct Roofline {
 // All of the above with 1 thread and with the pool's threads.
 Roofline measure_roofline(ThreadPool& pool, int reps = 5, Isa tier = active_isa());
 
+// Each figure of a and b, the higher one: what the machine reached in either of two measurements (a
+// measurement taken while other tenants of a shared host read memory comes out low, never high).
+Roofline higher_of(const Roofline& a, const Roofline& b);
+
 // The pool-thread peak of the instructions `a` (0 where the CPU lacks them).
 double arithmetic_peak(const Roofline& r, Arithmetic a);
 

@@ -163,6 +163,29 @@ TEST(Roofline, MeasurementsAreFiniteAndPositive) {
   EXPECT_EQ(measure_amx_bf16_peak(pool, 1) > 0.0, cpu_supports(Isa::kAmx) && cpu_features().amx_bf16);
 }
 
+// Two measurements combine figure by figure: each the higher, whichever measurement it came from (spark-bench
+// --of-ceiling holds a row to the better of the measurements before and after it).
+TEST(Roofline, HigherOfTakesEachFigureFromEitherMeasurement) {
+  Roofline a, b;
+  double Roofline::*const fields[] = {
+      &Roofline::read_gbps_1t,   &Roofline::read_gbps,          &Roofline::fma_gflops_1t,
+      &Roofline::fma_gflops,     &Roofline::int8_gops_1t,       &Roofline::int8_gops,
+      &Roofline::bf16_gflops_1t, &Roofline::bf16_gflops,        &Roofline::amx_int8_gops_1t,
+      &Roofline::amx_int8_gops,  &Roofline::amx_bf16_gflops_1t, &Roofline::amx_bf16_gflops};
+  // Alternate which side is higher, so neither "take a" nor "take b" passes.
+  for (size_t i = 0; i < std::size(fields); ++i) {
+    a.*fields[i] = i % 2 == 0 ? 10.0 + i : 1.0;
+    b.*fields[i] = i % 2 == 0 ? 2.0 : 20.0 + i;
+  }
+  a.threads = 2;
+  a.isa = "avx512";
+  const Roofline h = higher_of(a, b);
+  for (size_t i = 0; i < std::size(fields); ++i)
+    EXPECT_EQ(h.*fields[i], i % 2 == 0 ? 10.0 + i : 20.0 + i) << "field " << i;
+  EXPECT_EQ(h.threads, 2);
+  EXPECT_EQ(h.isa, "avx512");
+}
+
 // A roofline of a lower tier holds that tier to its own instructions: an avx2 roofline has no bf16-dot or
 // AMX peak even on a CPU with both, and names its tier.
 TEST(Roofline, LowerTierHasOnlyItsOwnPeaks) {
