@@ -34,13 +34,14 @@ inline void prefetch_row_ahead(const void* row, int64_t offset, int64_t row_byte
   prefetch_line(static_cast<const char*>(row) + ahead);
 }
 
-// A tile's NB blocks keep their per-group parameters (scales, minima) in runs of `groups` entries of
-// `entry` elements each: a stream of their own beside the weights, which the hardware prefetchers
-// follow poorly. Asks for group g + 1's entry of every block (bench/RESULTS.md, session 20).
+// A tile's NB blocks (`stride` blocks apart) keep their per-group parameters (scales, minima) in runs of
+// `groups` entries of `entry` elements each: a stream of their own beside the weights, which the hardware
+// prefetchers follow poorly. Asks for group g + 1's entry of every block (bench/RESULTS.md, session 20);
+// after a block's last group, for the first of the next block, which a strided decode tile reads next.
 template <int NB, class T>
-inline void prefetch_next_group(const T* params, int64_t groups, int64_t entry, int64_t g) {
-  if (g + 1 >= groups) return;
-  for (int b = 0; b < NB; ++b) prefetch_line(params + (b * groups + g + 1) * entry);
+inline void prefetch_next_group(const T* params, int64_t groups, int64_t entry, int64_t g, int64_t stride) {
+  if (g + 1 >= groups && stride == 1) return;
+  for (int b = 0; b < NB; ++b) prefetch_line(params + (b * stride * groups + g + 1) * entry);
 }
 
 // body(std::integral_constant<int, M>{}) for m activation rows, 1 <= m <= kMaxRows (4 unless a body's

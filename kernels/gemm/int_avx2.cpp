@@ -76,6 +76,7 @@ struct Int8Kernel {
   static void tile(const TileContext& c, int64_t m0, int64_t b0) {
     constexpr int NV = 2 * NB;  // ymm vectors per line
     const QuantizedWeight& w = c.w;
+    const int64_t bs = tile_block_stride<MR>(c);
     const int64_t block_bytes = w.k_pad * kBlockRows;
     const auto* wq = static_cast<const int8_t*>(w.qweight) + b0 * block_bytes;
     const int8_t* xq = c.a->q + m0 * c.a->k_pad;
@@ -90,13 +91,13 @@ struct Int8Kernel {
       if constexpr (MR <= kDecodeMaxM) {
         SPARK_UNROLL
         for (int b = 0; b < NB; ++b)
-          prefetch_line(wq + b * block_bytes + (kq + kAvx2DecodePrefetchLines) * 64);
+          prefetch_line(wq + b * bs * block_bytes + (kq + kAvx2DecodePrefetchLines) * 64);
       }
       __m256i wv[NV];
       SPARK_UNROLL
       for (int v = 0; v < NV; ++v) {
         wv[v] = _mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(wq + (v / 2) * block_bytes + kq * 64 + (v % 2) * 32));
+            reinterpret_cast<const __m256i*>(wq + (v / 2) * bs * block_bytes + kq * 64 + (v % 2) * 32));
       }
       SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
@@ -117,7 +118,7 @@ struct Int8Kernel {
     const auto* scales = static_cast<const float*>(w.scales);
     SPARK_UNROLL
     for (int v = 0; v < NV; ++v) {
-      const int64_t n0 = b0 * kBlockRows + v * 8;
+      const int64_t n0 = (b0 + (v / 2) * bs) * kBlockRows + (v % 2) * 8;
       const __m256 sv = _mm256_loadu_ps(scales + n0);
       // Rows past N (padding) have row sums of 0, like their weights.
       const __m256i comp =
@@ -146,6 +147,7 @@ struct W4A8Kernel {
     constexpr int NV = 2 * NB;
     const QuantizedWeight& w = c.w;
     const int64_t groups = w.groups();
+    const int64_t bs = tile_block_stride<MR>(c);
     const int64_t block_bytes = w.k_pad * kBlockRows / 2;
     const auto* wq = static_cast<const uint8_t*>(w.qweight) + b0 * block_bytes;
     const auto* sc = static_cast<const uint16_t*>(w.scales) + b0 * groups * kBlockRows;
@@ -170,13 +172,14 @@ struct W4A8Kernel {
         if constexpr (MR <= kDecodeMaxM) {
           SPARK_UNROLL
           for (int b = 0; b < NB; ++b)
-            prefetch_line(wq + b * block_bytes + (g * (kGroupSize / 8) + p + kAvx2DecodePrefetchLines) * 64);
+            prefetch_line(wq + b * bs * block_bytes +
+                          (g * (kGroupSize / 8) + p + kAvx2DecodePrefetchLines) * 64);
         }
         __m256i lo[NV], hi[NV];
         SPARK_UNROLL
         for (int v = 0; v < NV; ++v) {
           const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-              wq + (v / 2) * block_bytes + (g * (kGroupSize / 8) + p) * 64 + (v % 2) * 32));
+              wq + (v / 2) * bs * block_bytes + (g * (kGroupSize / 8) + p) * 64 + (v % 2) * 32));
           lo[v] = _mm256_and_si256(raw, low4);
           hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
         }
@@ -200,7 +203,7 @@ struct W4A8Kernel {
       SPARK_UNROLL
       for (int v = 0; v < NV; ++v) {
         const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(
-            reinterpret_cast<const __m128i*>(sc + ((v / 2) * groups + g) * kBlockRows + (v % 2) * 8)));
+            reinterpret_cast<const __m128i*>(sc + ((v / 2) * bs * groups + g) * kBlockRows + (v % 2) * 8)));
         SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
           const __m256i corr = _mm256_sub_epi32(acc[i][v], _mm256_set1_epi32(8 * gsum[i * groups + g]));
@@ -210,7 +213,7 @@ struct W4A8Kernel {
     }
     SPARK_UNROLL
     for (int v = 0; v < NV; ++v) {
-      const int64_t n0 = b0 * kBlockRows + v * 8;
+      const int64_t n0 = (b0 + (v / 2) * bs) * kBlockRows + (v % 2) * 8;
       SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
         store_lanes(c.y + (m0 + i) * c.ldy + n0,

@@ -45,6 +45,7 @@ struct Int8Kernel {
   template <int MR, int NB>
   static void tile(const TileContext& c, int64_t m0, int64_t b0) {
     const QuantizedWeight& w = c.w;
+    const int64_t bs = tile_block_stride<MR>(c);
     const int64_t block_bytes = w.k_pad * kBlockRows;
     const auto* wq = static_cast<const int8_t*>(w.qweight) + b0 * block_bytes;
     const int8_t* xq = c.a->q + m0 * c.a->k_pad;
@@ -61,8 +62,8 @@ struct Int8Kernel {
       SPARK_UNROLL
       for (int b = 0; b < NB; ++b) {
         if constexpr (MR <= kDecodeMaxM)
-          prefetch_line(wq + b * block_bytes + (kq + kDecodePrefetchLines) * 64);
-        wv[b] = _mm512_loadu_si512(wq + b * block_bytes + kq * 64);
+          prefetch_line(wq + b * bs * block_bytes + (kq + kDecodePrefetchLines) * 64);
+        wv[b] = _mm512_loadu_si512(wq + b * bs * block_bytes + kq * 64);
       }
       SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {
@@ -74,7 +75,7 @@ struct Int8Kernel {
     const auto* scales = static_cast<const float*>(w.scales);
     SPARK_UNROLL
     for (int b = 0; b < NB; ++b) {
-      const int64_t n0 = (b0 + b) * kBlockRows;
+      const int64_t n0 = (b0 + b * bs) * kBlockRows;
       const __mmask16 mask = avx512::lanes_mask(w.n - n0);
       const __m512i comp = _mm512_slli_epi32(_mm512_loadu_si512(w.row_sums + n0), 7);
       const __m512 sv = _mm512_loadu_ps(scales + n0);
@@ -109,6 +110,7 @@ struct W4A8Kernel {
   static void tile(const TileContext& c, int64_t m0, int64_t b0) {
     const QuantizedWeight& w = c.w;
     const int64_t groups = w.groups();
+    const int64_t bs = tile_block_stride<MR>(c);
     const int64_t block_bytes = w.k_pad * kBlockRows / 2;
     const int64_t ldq = c.a->k_pad;
     const auto* wq = static_cast<const uint8_t*>(w.qweight) + b0 * block_bytes;
@@ -126,7 +128,7 @@ struct W4A8Kernel {
         SPARK_UNROLL
         for (int b = 0; b < NB; ++b) acc[i][b] = z;
       }
-      if constexpr (MR <= kDecodeMaxM) prefetch_next_group<NB>(sc, groups, kBlockRows, g);
+      if constexpr (MR <= kDecodeMaxM) prefetch_next_group<NB>(sc, groups, kBlockRows, g, bs);
       // 16 lines of 64 bytes per group and block; line p holds k = 8p..8p+3 (low) and 8p+4..8p+7 (high).
       const uint8_t* wl = wq + g * (kGroupSize / 8) * 64;
       const int8_t* xg = xq + g * kGroupSize;
@@ -136,8 +138,8 @@ struct W4A8Kernel {
         SPARK_UNROLL
         for (int b = 0; b < NB; ++b) {
           if constexpr (MR <= kDecodeMaxM)
-            prefetch_line(wl + b * block_bytes + (p + kDecodePrefetchLines) * 64);
-          const __m512i raw = _mm512_loadu_si512(wl + b * block_bytes + p * 64);
+            prefetch_line(wl + b * bs * block_bytes + (p + kDecodePrefetchLines) * 64);
+          const __m512i raw = _mm512_loadu_si512(wl + b * bs * block_bytes + p * 64);
           lo[b] = _mm512_and_si512(raw, low4);
           hi[b] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
         }
@@ -167,7 +169,7 @@ struct W4A8Kernel {
       SPARK_UNROLL
       for (int b = 0; b < NB; ++b) {
         const __m512 s = _mm512_cvtph_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + (b * groups + g) * kBlockRows)));
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + (b * bs * groups + g) * kBlockRows)));
         SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
           const __m512 o = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][b]), s, _mm512_load_ps(out[i][b]));
@@ -177,7 +179,7 @@ struct W4A8Kernel {
     }
     SPARK_UNROLL
     for (int b = 0; b < NB; ++b) {
-      const int64_t n0 = (b0 + b) * kBlockRows;
+      const int64_t n0 = (b0 + b * bs) * kBlockRows;
       const __mmask16 mask = avx512::lanes_mask(w.n - n0);
       SPARK_UNROLL
       for (int i = 0; i < MR; ++i) {

@@ -29,7 +29,16 @@ struct TileContext {
   float* y;
   int64_t ldy;
   PanelPrefetch prefetch;  // set by run_small_batch_tiles; the tiles that take it ask for these lines
+  // Decode tiles (MR <= kDecodeMaxM) read blocks b0, b0 + block_stride, ..., b0 + (NB - 1) · block_stride
+  // (see run_tiles); prefill tiles read NB consecutive blocks.
+  int64_t block_stride = 1;
 };
+
+// Blocks between a tile's blocks: block_stride for decode tiles, 1 for the others.
+template <int MR>
+inline int64_t tile_block_stride(const TileContext& c) {
+  return MR <= kDecodeMaxM ? c.block_stride : 1;
+}
 
 // Computes activation rows [m0, m0 + MR) x weight blocks [b0, b0 + NB).
 using TileFn = void (*)(const TileContext& c, int64_t m0, int64_t b0);
@@ -106,12 +115,12 @@ void run_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
   const int64_t n_blocks = c.w.n_pad / kBlockRows;
   if (m <= kDecodeMaxM) {
     // About 256 KiB of weights a task (16 blocks of W4A8 / W4A16 at K = 2,048, 8 of int8, 4 at K = 6,656),
-    // so a thread reads that much as one run of addresses and a tile's last stream runs on into the next
-    // tile's first block. With 4 blocks (one tile) a task the two threads took turns at tiles, and W4A8 /
-    // W4A16 decode streamed 0.7-1.0x the bytes per second (bench/RESULTS.md, session 26); 8 blocks were
-    // slower than 16, and 32, 64 or one even share per thread no faster. The last 8 blocks per thread
-    // (and what the task size does not divide) go in tasks of 4 again, so the threads finish together:
-    // up to 1.3x on the 2,048-row shapes.
+    // read as one run of addresses: with 4 blocks (one tile) a task the two threads took turns at tiles,
+    // and W4A8 / W4A16 decode streamed 0.7-1.0x the bytes per second (bench/RESULTS.md, session 26); 8
+    // blocks were slower than 16, and 32, 64 or one even share per thread no faster (with consecutive
+    // tiles; with the strided tiles below, 64 and more were within this VM's noise, session 40). The last
+    // 8 blocks per thread (and what the task size does not divide) go in tasks of 4 again, so the threads
+    // finish together: up to 1.3x on the 2,048-row shapes.
     constexpr int64_t kTailTaskBlocks = 4;
     const auto block_bytes =
         std::max<int64_t>(1, static_cast<int64_t>(layout::qweight_bytes(c.w.format, kBlockRows, c.w.k_pad)));
@@ -125,7 +134,19 @@ void run_tiles(const TileContext& c, int64_t m, ThreadPool& pool) {
       const int64_t b_begin =
           task < big_tasks ? task * task_blocks : big_end + (task - big_tasks) * kTailTaskBlocks;
       const int64_t b_end = std::min(n_blocks, b_begin + (task < big_tasks ? task_blocks : kTailTaskBlocks));
-      const int64_t nb = decode_blocks<Kernel>(m);
+      const int64_t nb = decode_blocks<Kernel>(m), n = b_end - b_begin;
+      if (nb > 1 && n > nb && n % nb == 0) {
+        // The task's blocks as nb runs of n / nb, one stream a run: tile t reads block t of each, so each
+        // stream goes on through its run and its prefetch past a block's end asks for what it reads next.
+        // Tiles of nb consecutive blocks made every stream one block long (16 KiB of W4A8 at K = 2,048),
+        // each started cold again at the next tile: the W4A8 and W4A16 decode GEMVs took 1.1-1.3x the
+        // time (bench/RESULTS.md, session 40).
+        TileContext strided = c;
+        strided.block_stride = n / nb;
+        for (int64_t t = 0; t < n / nb; ++t)
+          TileTables<Kernel>::decode[nb - 1][m - 1](strided, 0, b_begin + t);
+        return;
+      }
       for (int64_t b = b_begin; b < b_end; b += nb) {
         TileTables<Kernel>::decode[std::min<int64_t>(nb, b_end - b) - 1][m - 1](c, 0, b);
       }

@@ -35,6 +35,7 @@ struct W4A16Kernel {
   static void tile(const TileContext& c, int64_t m0, int64_t b0) {
     const QuantizedWeight& w = c.w;
     const int64_t groups = w.groups();
+    const int64_t bs = tile_block_stride<MR>(c);
     const int64_t block_bytes = w.k_pad * kBlockRows / 2;
     const auto* wq = static_cast<const uint8_t*>(w.qweight) + b0 * block_bytes;
     const auto* params = static_cast<const uint16_t*>(w.scales) + b0 * groups * 2 * kBlockRows;
@@ -60,7 +61,7 @@ struct W4A16Kernel {
         SPARK_UNROLL
         for (int b = 0; b < NB; ++b) {
           const __m512i raw = _mm512_cvtepu8_epi32(
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(wq + b * block_bytes + p * kBlockRows)));
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(wq + b * bs * block_bytes + p * kBlockRows)));
           // vpermps reads only the low 4 bits of each index lane.
           wlo[b] = _mm512_permutexvar_ps(raw, table);
           whi[b] = _mm512_permutexvar_ps(_mm512_srli_epi32(raw, 4), table);
@@ -78,7 +79,7 @@ struct W4A16Kernel {
       }
       SPARK_UNROLL
       for (int b = 0; b < NB; ++b) {
-        const uint16_t* pg = params + (b * groups + g) * 2 * kBlockRows;
+        const uint16_t* pg = params + (b * bs * groups + g) * 2 * kBlockRows;
         const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pg)));
         const __m512 mn =
             _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pg + kBlockRows)));
@@ -91,7 +92,7 @@ struct W4A16Kernel {
     }
     SPARK_UNROLL
     for (int b = 0; b < NB; ++b) {
-      const int64_t n0 = (b0 + b) * kBlockRows;
+      const int64_t n0 = (b0 + b * bs) * kBlockRows;
       const __mmask16 mask = avx512::lanes_mask(w.n - n0);
       SPARK_UNROLL
       for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(c.y + (m0 + i) * c.ldy + n0, mask, facc[i][b]);

@@ -78,6 +78,7 @@ struct W4A16Bf16Kernel {
     constexpr int C = MR == 1 ? 4 : (MR == 2 ? 2 : 1);
     const QuantizedWeight& w = c.w;
     const int64_t groups = w.groups();
+    const int64_t bs = tile_block_stride<MR>(c);
     const int64_t block_bytes = w.k_pad * kBlockRows / 2;
     const auto* wq = static_cast<const uint8_t*>(w.qweight) + b0 * block_bytes;
     const auto* params = static_cast<const uint16_t*>(w.scales) + b0 * groups * 2 * kBlockRows;
@@ -97,7 +98,7 @@ struct W4A16Bf16Kernel {
           for (int t = 0; t < C; ++t) acc[i][b][t] = _mm512_setzero_ps();
         }
       }
-      if constexpr (MR <= kDecodeMaxM) prefetch_next_group<NB>(params, groups, 2 * kBlockRows, g);
+      if constexpr (MR <= kDecodeMaxM) prefetch_next_group<NB>(params, groups, 2 * kBlockRows, g, bs);
       for (int64_t l = g * kLinesPerGroup; l < (g + 1) * kLinesPerGroup; ++l) {
         prefetch_panel_step(pf.next, pf.end, pf.lines);
         SPARK_UNROLL
@@ -105,9 +106,9 @@ struct W4A16Bf16Kernel {
           // Decode streams each block once: the unpacking between loads otherwise leaves too few
           // misses in flight to fill the memory bandwidth.
           if constexpr (MR <= kDecodeMaxM)
-            prefetch_line(wq + b * block_bytes + (l + kDecodePrefetchLines) * 64);
+            prefetch_line(wq + b * bs * block_bytes + (l + kDecodePrefetchLines) * 64);
           __m512i wv[4];
-          u.line(wq + b * block_bytes + l * 64, wv);
+          u.line(wq + b * bs * block_bytes + l * 64, wv);
           SPARK_UNROLL
           for (int i = 0; i < MR; ++i) {
             const uint32_t* xp = xb + i * c.ldx + l * 4;
@@ -118,7 +119,7 @@ struct W4A16Bf16Kernel {
       }
       SPARK_UNROLL
       for (int b = 0; b < NB; ++b) {
-        const uint16_t* pg = params + (b * groups + g) * 2 * kBlockRows;
+        const uint16_t* pg = params + (b * bs * groups + g) * 2 * kBlockRows;
         const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pg)));
         const __m512 mn =
             _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pg + kBlockRows)));
@@ -138,7 +139,7 @@ struct W4A16Bf16Kernel {
     }
     SPARK_UNROLL
     for (int b = 0; b < NB; ++b) {
-      const int64_t n0 = (b0 + b) * kBlockRows;
+      const int64_t n0 = (b0 + b * bs) * kBlockRows;
       const __mmask16 mask = avx512::lanes_mask(w.n - n0);
       SPARK_UNROLL
       for (int i = 0; i < MR; ++i)
