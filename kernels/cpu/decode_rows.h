@@ -37,7 +37,8 @@ inline void prefetch_row_ahead(const void* row, int64_t offset, int64_t row_byte
 // A tile's NB blocks (`stride` blocks apart) keep their per-group parameters (scales, minima) in runs of
 // `groups` entries of `entry` elements each: a stream of their own beside the weights, which the hardware
 // prefetchers follow poorly. Asks for group g + 1's entry of every block (bench/RESULTS.md, session 20);
-// after a block's last group, for the first of the next block, which a strided decode tile reads next.
+// after a block's last group, for the first of the next block, which a strided decode tile reads next
+// (except at the end of a run).
 template <int NB, class T>
 inline void prefetch_next_group(const T* params, int64_t groups, int64_t entry, int64_t g, int64_t stride) {
   if (g + 1 >= groups && stride == 1) return;

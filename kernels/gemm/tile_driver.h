@@ -29,18 +29,19 @@ struct TileContext {
   float* y;
   int64_t ldy;
   PanelPrefetch prefetch;  // set by run_small_batch_tiles; the tiles that take it ask for these lines
-  // Decode tiles (MR <= kDecodeMaxM) read blocks b0, b0 + block_stride, ..., b0 + (NB - 1) · block_stride
-  // (see run_tiles); prefill tiles read NB consecutive blocks.
+  // Tiles of MR <= kDecodeMaxM rows read blocks b0, b0 + block_stride, ..., b0 + (NB - 1) · block_stride.
+  // Only run_tiles' decode tasks set it; the prefill and small-batch paths (whose row tails may also be
+  // MR <= kDecodeMaxM) keep 1, i.e. NB consecutive blocks.
   int64_t block_stride = 1;
 };
 
-// Blocks between a tile's blocks: block_stride for decode tiles, 1 for the others.
+// Blocks between a tile's blocks: block_stride for tiles of up to kDecodeMaxM rows, 1 for larger ones.
 template <int MR>
 inline int64_t tile_block_stride(const TileContext& c) {
   return MR <= kDecodeMaxM ? c.block_stride : 1;
 }
 
-// Computes activation rows [m0, m0 + MR) x weight blocks [b0, b0 + NB).
+// Computes activation rows [m0, m0 + MR) x weight blocks b0 + b · tile_block_stride<MR>(c), b in [0, NB).
 using TileFn = void (*)(const TileContext& c, int64_t m0, int64_t b0);
 
 template <class Kernel, int NB, size_t... I>

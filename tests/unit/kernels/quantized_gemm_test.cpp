@@ -41,12 +41,14 @@ struct Shape {
 };
 
 // N not a multiple of 16 (and of 32/64 used by the task split), K not a multiple of 4, 64 or 128. 917 rows
-// are 58 blocks: with the tests' 3 threads, two decode tasks of 16 blocks (their tiles take every fourth
-// block), then tasks of 4 and a last one of 2 blocks whose last block has 5 rows. 709 x 300 is the same
-// with one 16-block task and 3 groups of 128, so a decode tile's blocks are several groups apart.
-const std::vector<Shape> kShapes = {{1, 1},    {5, 64},    {16, 128}, {17, 200}, {33, 129},
-                                    {70, 300}, {130, 520}, {917, 72}, {709, 300}};
-const std::vector<int64_t> kRows = {1, 2, 3, 7, 16, 33, 64, 128, 511};
+// are 58 blocks: with the tests' 3 threads, two decode tasks of 16 blocks (a decode tile of nb blocks takes
+// every (16 / nb)-th), then tasks of 4 and a last one of 2 blocks whose last block has 5 rows. 709 x 300 is
+// the same with one 16-block task and 3 groups of 128, so a decode tile's blocks are several groups apart.
+// 61 rows are one task of 4 blocks: strided for the tiles of 2 blocks, the second ending in the 13-row block.
+const std::vector<Shape> kShapes = {{1, 1},    {5, 64},   {16, 128},  {17, 200}, {33, 129},
+                                    {61, 200}, {70, 300}, {130, 520}, {917, 72}, {709, 300}};
+// Every decode row count (1 to kDecodeMaxM = 4), then prefill tiles with row tails.
+const std::vector<int64_t> kRows = {1, 2, 3, 4, 7, 16, 33, 64, 128, 511};
 
 class GemmTierTest : public ::testing::TestWithParam<std::tuple<Isa, WeightFormat>> {};
 
@@ -135,7 +137,7 @@ TEST_P(W4A16BodyTest, MatchesReferenceAtGroupBoundariesAndRowTails) {
   std::mt19937 rng(31);
   ThreadPool pool(3);
   const std::vector<Shape> shapes = {{16, 127}, {1, 128},   {31, 129}, {65, 256},
-                                     {79, 257}, {130, 640}, {709, 300}};
+                                     {79, 257}, {130, 640}, {61, 200}, {709, 300}};
   const std::vector<int64_t> rows = {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 64, 70};
   for (const Shape& s : shapes) {
     for (int64_t m : rows) {
