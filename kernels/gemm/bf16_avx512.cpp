@@ -3,7 +3,8 @@
 // an f32 FMA per instruction and no widening of the weights. The products of two bf16 are exact in f32;
 // the error is the rounding of x to bf16 (relative 2^-9 per element), which the tests measure separately
 // from the exact-f32 path.
-//  - decode (m <= kDecodeMaxM): 4 weight rows at a time straight from the checkpoint layout; small batches
+//  - decode (m <= kDecodeMaxM): 8 or 4 weight rows at a time straight from the checkpoint layout, each
+//    stream on through a run of the task's rows (RowPasses, cpu/decode_rows.h); small batches
 //    (up to kBf16DotRowDotsMaxM rows) the same on chunks of at most kBf16DotChunkRows rows, which ask for
 //    the next run of weight rows as they go (row_dot_chunks).
 //  - prefill: panels of 32 rows x 256 k-pairs (16 x 16 blocks of pairs transposed in registers) and a
@@ -111,13 +112,15 @@ struct PairPacker {
 // else 4 (6 x 4 accumulators, 4 weight lines and one activation vector: 29 of the 32 registers).
 template <int M, int R = 4>
 void small_m_rows(const uint32_t* xb, int64_t k2, const FloatWeight& w, float* y, int64_t ldy,
-                  int64_t n_begin, int64_t n_end, PanelPrefetch pf = {}) {
+                  int64_t n_begin, int64_t n_end, RowOrder order, PanelPrefetch pf = {}) {
   const auto* base = static_cast<const uint16_t*>(w.data);
-  for (int64_t n = n_begin; n < n_end; n += R) {
-    const int rows = static_cast<int>(std::min<int64_t>(R, n_end - n));
+  const RowPasses passes = row_passes(n_begin, n_end, R, order);
+  for (int64_t t = 0; t < passes.count(); ++t) {
+    const int64_t n = passes.first(t), step = passes.step;
+    const int rows = passes.rows(t);
     const uint16_t* wr[R];
     SPARK_UNROLL
-    for (int r = 0; r < R; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * w.k;
+    for (int r = 0; r < R; ++r) wr[r] = base + (n + std::min(r, rows - 1) * step) * w.k;
     __m512 acc[M][R];
     SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
@@ -126,12 +129,13 @@ void small_m_rows(const uint32_t* xb, int64_t k2, const FloatWeight& w, float* y
     }
     for (int64_t kk = 0; kk < w.k; kk += 32) {
       const __mmask32 mask = avx512::lanes_mask32(w.k - kk);
-      SPARK_UNROLL
-      for (int r = 0; r < R; ++r) prefetch_row_ahead(wr[r], kk * 2, w.k * 2, R);
       prefetch_panel_step(pf.next, pf.end, pf.lines);
       __m512i wv[R];
       SPARK_UNROLL
-      for (int r = 0; r < R; ++r) wv[r] = _mm512_maskz_loadu_epi16(mask, wr[r] + kk);
+      for (int r = 0; r < R; ++r) {
+        prefetch_row_ahead(wr[r], kk * 2, w.k * 2, passes.rows_skipped());
+        wv[r] = _mm512_maskz_loadu_epi16(mask, wr[r] + kk);
+      }
       SPARK_UNROLL
       for (int i = 0; i < M; ++i) {
         const __m512i xv = _mm512_loadu_si512(xb + i * k2 + kk / 2);
@@ -142,7 +146,7 @@ void small_m_rows(const uint32_t* xb, int64_t k2, const FloatWeight& w, float* y
     SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
       SPARK_UNROLL
-      for (int r = 0; r < rows; ++r) y[i * ldy + n + r] = _mm512_reduce_add_ps(acc[i][r]);
+      for (int r = 0; r < rows; ++r) y[i * ldy + n + r * step] = _mm512_reduce_add_ps(acc[i][r]);
     }
   }
 }
@@ -157,16 +161,16 @@ void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& qw, f
   const int64_t ldx = (k2 + 15) / 16 * 16;
   const uint32_t* xb = activations_to_bf16(x, m, w.k, ldx);
   if (m <= kBf16DotRowDotsMaxM) {
-    pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
-      const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
+    run_row_dot_tasks(pool, w.n, m <= kBf16DotChunkRows, [&](int64_t b, int64_t e) {
       if (m == 1) {
-        small_m_rows<1, 8>(xb, ldx, w, y, ldy, b, e);
+        small_m_rows<1, 8>(xb, ldx, w, y, ldy, b, e, RowOrder::kStrided);
       } else if (m == 2) {
-        small_m_rows<2, 8>(xb, ldx, w, y, ldy, b, e);
+        small_m_rows<2, 8>(xb, ldx, w, y, ldy, b, e, RowOrder::kStrided);
       } else {
         row_dot_chunks<kBf16DotChunkRows>(
-            m, b, e, w.data, w.k * 2, [&](int64_t i0, auto rows, int64_t n0, int64_t n1, auto pf) {
-              small_m_rows<rows>(xb + i0 * ldx, ldx, w, y + i0 * ldy, ldy, n0, n1, pf);
+            m, b, e, w.data, w.k * 2,
+            [&](int64_t i0, auto rows, int64_t n0, int64_t n1, auto pf, RowOrder order) {
+              small_m_rows<rows>(xb + i0 * ldx, ldx, w, y + i0 * ldy, ldy, n0, n1, order, pf);
             });
       }
     });

@@ -1,6 +1,7 @@
 // AVX2 + FMA body of gemm_float. Two shapes of work:
-//  - few rows (decode): each weight row is streamed once and each of its vectors dotted with every x row
-//    from its register; this path is bound by memory bandwidth, so it reads the weight in its stored dtype.
+//  - few rows (decode): each weight row is streamed once (8, 4 or 2 streams, each on through a run of the
+//    task's rows: RowPasses, cpu/decode_rows.h) and each of its vectors dotted with every x row from its
+//    register; this path is bound by memory bandwidth, so it reads the weight in its stored dtype.
 //    Small batches (up to float_row_dots_max_m rows) run the same dots on chunks of at most
 //    kFloatAvx2ChunkRows rows.
 //  - many rows (prefill, larger batches): weight panels are widened to f32 and transposed into a
@@ -58,19 +59,22 @@ inline float hsum(__m256 v) {
 
 // Dot products of M (<= 6) x rows with R weight rows per pass: each weight vector is loaded once
 // and used for every x row from its register (the M x R accumulators take at most 12 of the 16
-// registers). The R rows are R streams, each asking for its lines ahead (prefetch_row_ahead).
+// registers). The R rows are R streams (RowPasses: in decode each goes on through a run of rows), each
+// asking for its lines ahead (prefetch_row_ahead).
 template <FloatDType DT, int M>
-void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, int64_t n_begin,
-                  int64_t n_end) {
+void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, int64_t n_begin, int64_t n_end,
+                  RowOrder order) {
   constexpr int R = M == 1 ? 8 : (M == 2 ? 4 : 2);
   const int64_t k = w.k;
   const int64_t elem = float_dtype_size(DT);
   const auto* base = static_cast<const uint8_t*>(w.data);
-  for (int64_t n = n_begin; n < n_end; n += R) {
-    const int rows = static_cast<int>(std::min<int64_t>(R, n_end - n));
+  const RowPasses passes = row_passes(n_begin, n_end, R, order);
+  for (int64_t t = 0; t < passes.count(); ++t) {
+    const int64_t n = passes.first(t), step = passes.step;
+    const int rows = passes.rows(t);
     const void* wr[R];
     SPARK_UNROLL
-    for (int r = 0; r < R; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * k * elem;
+    for (int r = 0; r < R; ++r) wr[r] = base + (n + std::min(r, rows - 1) * step) * k * elem;
     __m256 acc[M][R];
     SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
@@ -81,7 +85,7 @@ void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, i
     for (; kk + 8 <= k; kk += 8) {
       if ((kk * elem) % 64 == 0) {
         SPARK_UNROLL
-        for (int r = 0; r < R; ++r) prefetch_row_ahead(wr[r], kk * elem, k * elem, R);
+        for (int r = 0; r < R; ++r) prefetch_row_ahead(wr[r], kk * elem, k * elem, passes.rows_skipped());
       }
       __m256 wv[R];
       SPARK_UNROLL
@@ -100,7 +104,7 @@ void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, i
         if (r >= rows) continue;
         float s = hsum(acc[i][r]);
         for (int64_t t = kk; t < k; ++t) s += x[i * k + t] * load1<DT>(wr[r], t);
-        y[i * ldy + n + r] = s;
+        y[i * ldy + n + r * step] = s;
       }
     }
   }
@@ -159,12 +163,11 @@ struct FloatPacker {
 template <FloatDType DT>
 void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
   if (m <= float_row_dots_max_m(DT, false)) {
-    // Blocks of 64 rows: small enough to balance 2..64 threads on the smallest Spark GEMMs.
-    pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
-      const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
+    run_row_dot_tasks(pool, w.n, m <= kFloatAvx2ChunkRows, [&](int64_t b, int64_t e) {
       row_dot_chunks<kFloatAvx2ChunkRows>(
-          m, b, e, nullptr, 0, [&](int64_t i0, auto rows, int64_t n0, int64_t n1, PanelPrefetch) {
-            small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1);
+          m, b, e, nullptr, 0,
+          [&](int64_t i0, auto rows, int64_t n0, int64_t n1, PanelPrefetch, RowOrder order) {
+            small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1, order);
           });
     });
   } else {

@@ -1,9 +1,10 @@
 // AVX-512 body of gemm_float (exact f32 products whatever the weight dtype).
-//  - few rows (decode): 8 weight rows (one activation row) or 4 are streamed at a time, widened in
-//    registers, and dotted with every activation row while in registers; bound by memory bandwidth. bf16
-//    rows are used in place as their even and odd elements (bf16_split_rows): 1.3-1.6x the bytes per
-//    second of widening them. Small batches (up to float_row_dots_max_m rows) run the same dots on
-//    chunks of at most 4 rows; the bf16 chunks ask for the next run of weight rows as they go.
+//  - few rows (decode): 8 weight rows (one activation row) or 4 are streamed at a time (each stream on
+//    through a run of the task's rows: RowPasses, cpu/decode_rows.h), widened in registers, and dotted with
+//    every activation row while in registers; bound by memory bandwidth. bf16 rows are used in place as their
+//    even and odd elements (bf16_split_rows): 1.3-1.6x the bytes per second of widening them. Small batches
+//    (up to float_row_dots_max_m rows) run the same dots on chunks of at most 4 rows; the bf16 chunks ask for
+//    the next run of weight rows as they go.
 //  - many rows: panels widened to f32 once per K block, then the 12 x 32 micro-kernel (panel_avx512.h).
 #include <immintrin.h>
 
@@ -35,19 +36,21 @@ inline __m512 load16(const void* base, int64_t i, __mmask16 mask) {
 }
 
 // Rows [n_begin, n_end) of y for the M (<= 4) activation rows, R weight rows per pass: 8 at one activation
-// row, else 4 (f32, f16; bf16 takes bf16_split_rows). The R rows are R streams one row apart: each asks for
-// its lines ahead (prefetch_row_ahead).
+// row, else 4 (f32, f16; bf16 takes bf16_split_rows). The R rows are R streams (RowPasses: in decode each
+// goes on through a run of rows), each asking for its lines ahead (prefetch_row_ahead).
 template <FloatDType DT, int M, int R = 4>
-void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, int64_t n_begin,
-                  int64_t n_end) {
+void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, int64_t n_begin, int64_t n_end,
+                  RowOrder order) {
   const int64_t k = w.k;
   const int64_t elem = float_dtype_size(DT);
   const auto* base = static_cast<const uint8_t*>(w.data);
-  for (int64_t n = n_begin; n < n_end; n += R) {
-    const int rows = static_cast<int>(std::min<int64_t>(R, n_end - n));
+  const RowPasses passes = row_passes(n_begin, n_end, R, order);
+  for (int64_t t = 0; t < passes.count(); ++t) {
+    const int64_t n = passes.first(t), step = passes.step;
+    const int rows = passes.rows(t);
     const void* wr[R];
     SPARK_UNROLL
-    for (int r = 0; r < R; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * k * elem;
+    for (int r = 0; r < R; ++r) wr[r] = base + (n + std::min(r, rows - 1) * step) * k * elem;
     __m512 acc[M][R];
     SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
@@ -58,7 +61,7 @@ void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, i
       const __mmask16 mask = avx512::lanes_mask(k - kk);
       if ((kk * elem) % 64 == 0) {
         SPARK_UNROLL
-        for (int r = 0; r < R; ++r) prefetch_row_ahead(wr[r], kk * elem, k * elem, R);
+        for (int r = 0; r < R; ++r) prefetch_row_ahead(wr[r], kk * elem, k * elem, passes.rows_skipped());
       }
       __m512 wv[R];
       SPARK_UNROLL
@@ -73,7 +76,7 @@ void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, i
     SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
       SPARK_UNROLL
-      for (int r = 0; r < rows; ++r) y[i * ldy + n + r] = _mm512_reduce_add_ps(acc[i][r]);
+      for (int r = 0; r < rows; ++r) y[i * ldy + n + r * step] = _mm512_reduce_add_ps(acc[i][r]);
     }
   }
 }
@@ -102,15 +105,17 @@ const float* split_even_odd(const float* x, int64_t m, int64_t k, int64_t k_half
 // 2048-wide shapes: 16 accumulators and 16 split vectors outgrow the registers).
 template <int M, int R = 4>
 void bf16_split_rows(const float* xs, int64_t k_half, const FloatWeight& w, float* y, int64_t ldy,
-                     int64_t n_begin, int64_t n_end, PanelPrefetch pf = {}) {
+                     int64_t n_begin, int64_t n_end, RowOrder order, PanelPrefetch pf = {}) {
   const int64_t k = w.k;
   const auto* base = static_cast<const uint16_t*>(w.data);
   const __m512i odd = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-  for (int64_t n = n_begin; n < n_end; n += R) {
-    const int rows = static_cast<int>(std::min<int64_t>(R, n_end - n));
+  const RowPasses passes = row_passes(n_begin, n_end, R, order);
+  for (int64_t t = 0; t < passes.count(); ++t) {
+    const int64_t n = passes.first(t), step = passes.step;
+    const int rows = passes.rows(t);
     const uint16_t* wr[R];
     SPARK_UNROLL
-    for (int r = 0; r < R; ++r) wr[r] = base + (n + std::min(r, rows - 1)) * k;
+    for (int r = 0; r < R; ++r) wr[r] = base + (n + std::min(r, rows - 1) * step) * k;
     __m512 acc[M][R];
     SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
@@ -123,7 +128,7 @@ void bf16_split_rows(const float* xs, int64_t k_half, const FloatWeight& w, floa
       __m512 we[R], wo[R];
       SPARK_UNROLL
       for (int r = 0; r < R; ++r) {
-        prefetch_row_ahead(wr[r], kk * 2, k * 2, R);
+        prefetch_row_ahead(wr[r], kk * 2, k * 2, passes.rows_skipped());
         const __m512i v = _mm512_maskz_loadu_epi16(mask, wr[r] + kk);
         we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         wo[r] = _mm512_castsi512_ps(_mm512_and_si512(v, odd));
@@ -140,7 +145,7 @@ void bf16_split_rows(const float* xs, int64_t k_half, const FloatWeight& w, floa
     SPARK_UNROLL
     for (int i = 0; i < M; ++i) {
       SPARK_UNROLL
-      for (int r = 0; r < rows; ++r) y[i * ldy + n + r] = _mm512_reduce_add_ps(acc[i][r]);
+      for (int r = 0; r < rows; ++r) y[i * ldy + n + r * step] = _mm512_reduce_add_ps(acc[i][r]);
     }
   }
 }
@@ -177,29 +182,29 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
     avx512::panel_gemm(x, m, w.k, w.n, w.k, y, ldy, pool, FloatPacker<DT>{w});
     return;
   }
-  // Blocks of 64 rows: small enough to balance 2..64 threads on the smallest Spark GEMMs.
+  const bool decode = m <= 4;  // row_dot_chunks: one strided call per task
   if constexpr (DT == FloatDType::kBF16) {
     const int64_t k_half = (w.k + 31) / 32 * 16;
     const float* xs = split_even_odd(x, m, w.k, k_half);
-    pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
-      const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
+    run_row_dot_tasks(pool, w.n, decode, [&](int64_t b, int64_t e) {
       if (m == 1) {
-        bf16_split_rows<1, 8>(xs, k_half, w, y, ldy, b, e);
+        bf16_split_rows<1, 8>(xs, k_half, w, y, ldy, b, e, RowOrder::kStrided);
       } else {
-        row_dot_chunks(m, b, e, w.data, w.k * 2, [&](int64_t i0, auto rows, int64_t n0, int64_t n1, auto pf) {
-          bf16_split_rows<rows>(xs + i0 * 2 * k_half, k_half, w, y + i0 * ldy, ldy, n0, n1, pf);
-        });
+        row_dot_chunks(m, b, e, w.data, w.k * 2,
+                       [&](int64_t i0, auto rows, int64_t n0, int64_t n1, auto pf, RowOrder order) {
+                         bf16_split_rows<rows>(xs + i0 * 2 * k_half, k_half, w, y + i0 * ldy, ldy, n0, n1,
+                                               order, pf);
+                       });
       }
     });
   } else {
-    pool.parallel_for(static_cast<size_t>(w.n), 64, [&](size_t begin, size_t end) {
-      const auto b = static_cast<int64_t>(begin), e = static_cast<int64_t>(end);
+    run_row_dot_tasks(pool, w.n, decode, [&](int64_t b, int64_t e) {
       if (m == 1) {
-        small_m_rows<DT, 1, 8>(x, w, y, ldy, b, e);
+        small_m_rows<DT, 1, 8>(x, w, y, ldy, b, e, RowOrder::kStrided);
       } else {
         row_dot_chunks(m, b, e, nullptr, 0,
-                       [&](int64_t i0, auto rows, int64_t n0, int64_t n1, PanelPrefetch) {
-                         small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1);
+                       [&](int64_t i0, auto rows, int64_t n0, int64_t n1, PanelPrefetch, RowOrder order) {
+                         small_m_rows<DT, rows>(x + i0 * w.k, w, y + i0 * ldy, ldy, n0, n1, order);
                        });
       }
     });

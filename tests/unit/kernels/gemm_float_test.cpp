@@ -34,15 +34,26 @@ std::vector<uint8_t> random_weight(FloatDType dtype, int64_t n, int64_t k, std::
 
 using GemmFn = void (*)(const float*, int64_t, const FloatWeight&, float*, int64_t, ThreadPool&);
 
-void check_against_reference(GemmFn fn, const char* label) {
+struct Shapes {
+  std::vector<int64_t> ms, ns, ks;
+};
+
+// Row dots up to 4 rows, in chunks of at most 4 (AVX2 6) up to float_row_dots_max_m (AVX2 16, AVX-512
+// 48 / 64), panels above. The decode row dots read a task's rows as strided runs when R divides them (64
+// rows: runs of 8 or 16; 16 rows: runs of 2), else consecutively (5, 17, 63, 65, 130's last 2).
+const Shapes kShapes = {{1, 2, 3, 4, 5, 6, 7, 12, 13, 16, 17, 24, 25, 33, 49, 65, 128},
+                        {1, 5, 16, 17, 63, 64, 65, 130},
+                        {1, 7, 8, 9, 255, 256, 257, 600}};
+
+// Decode tasks past the last 2 x 64 rows per thread are 256 rows (run_row_dot_tasks): with 3 threads, 1,000
+// rows are two tasks of 256 (runs of 32 or 64 rows a stream) and 64-row tasks, the last of 40.
+const Shapes kLargeTasks = {{1, 2, 3, 4, 6, 7}, {1000}, {64, 257}};
+
+void check_against_reference(GemmFn fn, const char* label, const Shapes& shapes = kShapes) {
   std::mt19937 rng(1234);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   ThreadPool pool(3);
-  // Row dots up to 4 rows, in chunks of at most 4 (AVX2 6) up to float_row_dots_max_m (AVX2 16, AVX-512
-  // 48 / 64), panels above.
-  const std::vector<int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 12, 13, 16, 17, 24, 25, 33, 49, 65, 128};
-  const std::vector<int64_t> ns = {1, 5, 16, 17, 63, 64, 65, 130};
-  const std::vector<int64_t> ks = {1, 7, 8, 9, 255, 256, 257, 600};
+  const auto& [ms, ns, ks] = shapes;
   for (FloatDType dtype : {FloatDType::kF32, FloatDType::kBF16, FloatDType::kF16}) {
     for (int64_t m : ms) {
       for (int64_t n : ns) {
@@ -94,6 +105,11 @@ TEST(GemmFloat, Avx2MatchesReference) {
 TEST(GemmFloat, Avx512MatchesReference) {
   if (!cpu_supports(Isa::kAvx512)) GTEST_SKIP() << "skipped: CPU lacks " << isa_requirements(Isa::kAvx512);
   check_against_reference(gemm_float_avx512, "avx512");
+}
+
+TEST(GemmFloat, LargeDecodeTasksMatchReference) {
+  check_against_reference(gemm_float, isa_name(active_isa()), kLargeTasks);
+  if (cpu_supports(Isa::kAvx2)) check_against_reference(gemm_float_avx2, "avx2", kLargeTasks);
 }
 
 }  // namespace spark::kernels
