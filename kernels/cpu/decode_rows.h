@@ -53,10 +53,10 @@ inline RowPasses row_passes(int64_t n_begin, int64_t n_end, int per_pass, RowOrd
 
 // The tasks of a row-dot GEMM over n weight rows, fn(n_begin, n_end) each: 64 rows (small enough to balance
 // 2..64 threads on the smallest Spark GEMMs). In decode, where each task is one strided call (RowPasses),
-// kDecodeTaskRows rows a task, so each stream goes on through 32 rows (R = 8) or 64 (R = 4); the last 2 x 64
-// rows per thread still go in tasks of 64, so the threads finish together. With tasks of 64 rows the bf16
-// decode GEMVs of the 1.7B took 1.05-1.13x the time; 512 were no faster than 256 (bench/RESULTS.md,
-// session 41).
+// kDecodeTaskRows rows a task, so each stream goes on through 256 / R rows (32 at R = 8); the last 2 x 64
+// rows per thread, and what 256 does not divide, still go in tasks of 64, so the threads finish together.
+// With tasks of 64 rows the bf16 decode GEMVs of the 1.7B took 1.05-1.13x the time; 512 were no faster than
+// 256 (bench/RESULTS.md, session 41).
 template <class Fn>
 inline void run_row_dot_tasks(ThreadPool& pool, int64_t n, bool decode, Fn&& fn) {
   constexpr int64_t kTaskRows = 64, kDecodeTaskRows = 256;

@@ -3,10 +3,10 @@
 // an f32 FMA per instruction and no widening of the weights. The products of two bf16 are exact in f32;
 // the error is the rounding of x to bf16 (relative 2^-9 per element), which the tests measure separately
 // from the exact-f32 path.
-//  - decode (m <= kDecodeMaxM): 8 or 4 weight rows at a time straight from the checkpoint layout, each
-//    stream on through a run of the task's rows (RowPasses, cpu/decode_rows.h); small batches
-//    (up to kBf16DotRowDotsMaxM rows) the same on chunks of at most kBf16DotChunkRows rows, which ask for
-//    the next run of weight rows as they go (row_dot_chunks).
+//  - decode (m <= kBf16DotChunkRows): 8 or 4 weight rows at a time straight from the checkpoint layout,
+//    each stream on through a run of the task's rows (RowPasses, cpu/decode_rows.h); small batches (up to
+//    kBf16DotRowDotsMaxM rows) the same on chunks of at most kBf16DotChunkRows rows, which ask for the next
+//    run of weight rows as they go (row_dot_chunks).
 //  - prefill: panels of 32 rows x 256 k-pairs (16 x 16 blocks of pairs transposed in registers) and a
 //    12 x 32 micro-kernel, through the same driver as the f32 panels.
 #include <immintrin.h>

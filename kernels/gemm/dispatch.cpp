@@ -18,6 +18,13 @@ constexpr int64_t kW4A8AmxMinRows = 16;
 // What row_dot_chunks' prefetch adds to the path report (decode_rows.h).
 constexpr const char* kChunksAskNext = ", the next 16 asked for as the chunks go";
 
+// The row dots of up to `rows` activation rows (one chunk, RowPasses in cpu/decode_rows.h): what the
+// decode rows say, past kDecodeMaxM.
+std::string one_pass_rows(int64_t rows) {
+  return "m <= " + std::to_string(rows) +
+         ": every weight is read once and reused from registers for all rows";
+}
+
 // W4A16 takes the AMX tiles from 8 rows: at 5 rows they (widening each task's blocks first) and the
 // AVX512-BF16 tiles tie (bench/RESULTS.md, session 11).
 constexpr int64_t kW4A16AmxMinRows = 8;
@@ -201,13 +208,18 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
       const std::string load = avx512 && format == WeightFormat::kBF16
                                    ? "each bf16 line used in place as its even and odd elements in f32"
                                    : "weights widened to f32 in registers";
+      const int64_t chunk_rows = avx512 ? kDecodeMaxM : kFloatAvx2ChunkRows;
+      if (!decode && m <= chunk_rows) {  // one chunk: the decode row dots
+        return {fmt + (avx512 ? " avx512" : " avx2") + " row dots",
+                one_pass_rows(chunk_rows) + "; bandwidth-bound, " + load + act};
+      }
       if (!decode && m <= dots_max) {
         const std::string next =
             avx512 && format == WeightFormat::kBF16 && m <= kRowChunksPrefetchMaxM ? kChunksAskNext : "";
         return {fmt + (avx512 ? " avx512" : " avx2") + " row dots in chunks",
                 "m <= " + std::to_string(dots_max) + ": the row dots on chunks of at most " +
-                    std::to_string(avx512 ? kDecodeMaxM : kFloatAvx2ChunkRows) +
-                    " rows, 16 weight rows at a time read once from memory" + next + "; " + load + act};
+                    std::to_string(chunk_rows) + " rows, 16 weight rows at a time read once from memory" +
+                    next + "; " + load + act};
       }
       return {fmt + (avx512 ? " avx512" : " avx2") + (decode ? " row dots" : " widened panels"),
               decode ? rows + "; bandwidth-bound, " + load + act
@@ -247,6 +259,12 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
                   panels,
               Arithmetic::kInt8Dot};
     case Kernel::kBf16DotAvx512:
+      if (!decode && m <= kBf16DotChunkRows) {  // one chunk: the decode row dots
+        return {"bf16 avx512-bf16 row dots",
+                one_pass_rows(kBf16DotChunkRows) +
+                    "; vdpbf16ps with activations rounded to bf16 (bf16_activations)",
+                Arithmetic::kBf16Dot};
+      }
       if (!decode && m <= kBf16DotRowDotsMaxM) {
         return {"bf16 avx512-bf16 row dots in chunks",
                 "m <= " + std::to_string(kBf16DotRowDotsMaxM) + ": the row dots on chunks of at most " +

@@ -41,7 +41,7 @@ HardwareReport hardware_report() {
         const GemmChoice choice = describe_gemm(f, c.m, r.active, bf16_act);
         std::string reason = choice.reason;
         if (std::string(c.name) == "output head") {
-          reason += "; the 131072 rows are split over the threads in 64-row tasks";
+          reason += "; the 131072 rows are split over the threads in tasks handed out one at a time";
         }
         r.paths.push_back({c.name, c.m, c.n, c.k, f, bf16_act, choice.kernel, reason});
       }

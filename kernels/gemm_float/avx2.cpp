@@ -103,7 +103,7 @@ void small_m_rows(const float* x, const FloatWeight& w, float* y, int64_t ldy, i
       for (int r = 0; r < R; ++r) {
         if (r >= rows) continue;
         float s = hsum(acc[i][r]);
-        for (int64_t t = kk; t < k; ++t) s += x[i * k + t] * load1<DT>(wr[r], t);
+        for (int64_t e = kk; e < k; ++e) s += x[i * k + e] * load1<DT>(wr[r], e);
         y[i * ldy + n + r * step] = s;
       }
     }

@@ -38,16 +38,18 @@ struct Shapes {
   std::vector<int64_t> ms, ns, ks;
 };
 
-// Row dots up to 4 rows, in chunks of at most 4 (AVX2 6) up to float_row_dots_max_m (AVX2 16, AVX-512
-// 48 / 64), panels above. The decode row dots read a task's rows as strided runs when R divides them (64
-// rows: runs of 8 or 16; 16 rows: runs of 2), else consecutively (5, 17, 63, 65, 130's last 2).
+// Row dots up to 4 rows (AVX2 6), in chunks of at most 4 (AVX2 6) up to float_row_dots_max_m (AVX2 16,
+// AVX-512 48 / 64), panels above. The decode row dots read a task's rows as R strided runs when R (8, 4 or
+// AVX2's 2) divides them and they are more than R (16, 64 and the first task of 65 and 130), else
+// consecutively (5, 17, 63, the last row of 65, the last 2 of 130).
 const Shapes kShapes = {{1, 2, 3, 4, 5, 6, 7, 12, 13, 16, 17, 24, 25, 33, 49, 65, 128},
                         {1, 5, 16, 17, 63, 64, 65, 130},
                         {1, 7, 8, 9, 255, 256, 257, 600}};
 
-// Decode tasks past the last 2 x 64 rows per thread are 256 rows (run_row_dot_tasks): with 3 threads, 1,000
-// rows are two tasks of 256 (runs of 32 or 64 rows a stream) and 64-row tasks, the last of 40.
-const Shapes kLargeTasks = {{1, 2, 3, 4, 6, 7}, {1000}, {64, 257}};
+// Decode tasks before the last 2 x 64 rows per thread are 256 rows (run_row_dot_tasks): with 3 threads,
+// 1,000 rows are two tasks of 256 (runs of 256 / R rows a stream) and 64-row tasks, the last of 40. Every
+// decode row count of both tiers, and 7 (chunks).
+const Shapes kLargeTasks = {{1, 2, 3, 4, 5, 6, 7}, {1000}, {64, 257}};
 
 void check_against_reference(GemmFn fn, const char* label, const Shapes& shapes = kShapes) {
   std::mt19937 rng(1234);

@@ -54,24 +54,29 @@ TEST(HardwareReport, SmallBatchesNameTheirPath) {
     for (auto [format, dtype] : {std::pair{WeightFormat::kBF16, FloatDType::kBF16},
                                  std::pair{WeightFormat::kF32, FloatDType::kF32}}) {
       const int64_t bound = float_row_dots_max_m(dtype, avx512);
-      EXPECT_NE(kernel(format, 5, isa).find("row dots in chunks"), npos) << isa_name(isa);
+      // Up to one chunk of rows the row dots run as at decode (one pass over each task's rows).
+      const int64_t chunk_rows = avx512 ? 4 : kFloatAvx2ChunkRows;
+      EXPECT_TRUE(kernel(format, chunk_rows, isa).ends_with(" row dots")) << isa_name(isa);
+      EXPECT_NE(kernel(format, chunk_rows + 1, isa).find("row dots in chunks"), npos) << isa_name(isa);
       EXPECT_NE(kernel(format, bound, isa).find("row dots in chunks"), npos) << isa_name(isa);
       EXPECT_NE(kernel(format, bound + 1, isa).find("widened panels"), npos) << isa_name(isa);
-      const std::string chunk =
-          "chunks of at most " + std::to_string(avx512 ? 4 : kFloatAvx2ChunkRows) + " rows";
-      EXPECT_NE(describe_gemm(format, 5, isa, false).reason.find(chunk), npos) << isa_name(isa);
+      const std::string chunk = "chunks of at most " + std::to_string(chunk_rows) + " rows";
+      EXPECT_NE(describe_gemm(format, chunk_rows + 1, isa, false).reason.find(chunk), npos) << isa_name(isa);
       // Only the AVX-512 bf16 rows ask for the next run of weight rows, up to row_dot_chunks' bound.
       const auto next = [&, f = format](int64_t m) {
         return describe_gemm(f, m, isa, false).reason.find("the next 16") != npos;
       };
-      EXPECT_EQ(next(5), avx512 && format == WeightFormat::kBF16) << isa_name(isa);
+      EXPECT_FALSE(next(chunk_rows)) << isa_name(isa);
+      EXPECT_EQ(next(chunk_rows + 1), avx512 && format == WeightFormat::kBF16) << isa_name(isa);
       EXPECT_EQ(next(kRowChunksPrefetchMaxM), avx512 && format == WeightFormat::kBF16) << isa_name(isa);
       EXPECT_FALSE(next(kRowChunksPrefetchMaxM + 1)) << isa_name(isa);
     }
   }
   const auto bf16_dots = [](int64_t m) { return describe_gemm(WeightFormat::kBF16, m, Isa::kAvx512, true); };
-  if (bf16_dots(5).kernel == "bf16 avx512-bf16 row dots in chunks") {
-    EXPECT_NE(bf16_dots(5).reason.find("the next 16"), npos);
+  if (bf16_dots(kBf16DotChunkRows + 1).kernel == "bf16 avx512-bf16 row dots in chunks") {
+    EXPECT_EQ(bf16_dots(kBf16DotChunkRows).kernel, "bf16 avx512-bf16 row dots");
+    EXPECT_EQ(bf16_dots(kBf16DotChunkRows).reason.find("the next 16"), npos);
+    EXPECT_NE(bf16_dots(kBf16DotChunkRows + 1).reason.find("the next 16"), npos);
     EXPECT_EQ(bf16_dots(kRowChunksPrefetchMaxM + 1).reason.find("the next 16"), npos);
   }
   if (cpu_supports(Isa::kAvx2)) {
