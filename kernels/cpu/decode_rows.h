@@ -51,16 +51,17 @@ inline RowPasses row_passes(int64_t n_begin, int64_t n_end, int per_pass, RowOrd
   return {n_begin, n_end, strided ? n / per_pass : 1, per_pass};
 }
 
-// The tasks of a row-dot GEMM over n weight rows, fn(n_begin, n_end) each: 64 rows (small enough to balance
-// 2..64 threads on the smallest Spark GEMMs). In decode, where each task is one strided call (RowPasses),
+// The tasks of a row-dot GEMM of m activation rows over n weight rows, fn(n_begin, n_end) each: 64 rows
+// (small enough to balance 2..64 threads on the smallest Spark GEMMs). In decode (m <= kMaxRows, the bound
+// of the caller's row_dot_chunks), where each task is one strided call (RowPasses),
 // kDecodeTaskRows rows a task, so each stream goes on through 256 / R rows (32 at R = 8); the last 2 x 64
 // rows per thread, and what 256 does not divide, still go in tasks of 64, so the threads finish together.
 // With tasks of 64 rows the bf16 decode GEMVs of the 1.7B took 1.05-1.13x the time; 512 were no faster than
 // 256 (bench/RESULTS.md, session 41).
-template <class Fn>
-inline void run_row_dot_tasks(ThreadPool& pool, int64_t n, bool decode, Fn&& fn) {
+template <int kMaxRows = 4, class Fn>
+inline void run_row_dot_tasks(ThreadPool& pool, int64_t m, int64_t n, Fn&& fn) {
   constexpr int64_t kTaskRows = 64, kDecodeTaskRows = 256;
-  const int64_t big = decode ? kDecodeTaskRows : kTaskRows;
+  const int64_t big = m <= kMaxRows ? kDecodeTaskRows : kTaskRows;
   const int64_t tail = std::min<int64_t>(n, 2 * kTaskRows * pool.size());
   const int64_t big_tasks = (n - tail) / big, big_end = big_tasks * big;
   const int64_t tasks = big_tasks + (n - big_end + kTaskRows - 1) / kTaskRows;

@@ -161,7 +161,7 @@ void gemm_bf16dot_avx512(const float* x, int64_t m, const QuantizedWeight& qw, f
   const int64_t ldx = (k2 + 15) / 16 * 16;
   const uint32_t* xb = activations_to_bf16(x, m, w.k, ldx);
   if (m <= kBf16DotRowDotsMaxM) {
-    run_row_dot_tasks(pool, w.n, m <= kBf16DotChunkRows, [&](int64_t b, int64_t e) {
+    run_row_dot_tasks<kBf16DotChunkRows>(pool, m, w.n, [&](int64_t b, int64_t e) {
       if (m == 1) {
         small_m_rows<1, 8>(xb, ldx, w, y, ldy, b, e, RowOrder::kStrided);
       } else if (m == 2) {

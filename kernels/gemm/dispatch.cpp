@@ -18,8 +18,8 @@ constexpr int64_t kW4A8AmxMinRows = 16;
 // What row_dot_chunks' prefetch adds to the path report (decode_rows.h).
 constexpr const char* kChunksAskNext = ", the next 16 asked for as the chunks go";
 
-// The row dots of up to `rows` activation rows (one chunk, RowPasses in cpu/decode_rows.h): what the
-// decode rows say, past kDecodeMaxM.
+// What the decode bodies (up to kDecodeMaxM rows; the row dots up to one chunk of rows, RowPasses in
+// cpu/decode_rows.h) say of their `rows` activation rows.
 std::string one_pass_rows(int64_t rows) {
   return "m <= " + std::to_string(rows) +
          ": every weight is read once and reused from registers for all rows";
@@ -184,8 +184,7 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
   const bool decode = m <= kDecodeMaxM;
   const std::string fmt = weight_format_name(format);
   const std::string rows =
-      decode ? "m <= " + std::to_string(kDecodeMaxM) +
-                   ": every weight is read once and reused from registers for all rows"
+      decode ? one_pass_rows(kDecodeMaxM)
              : "m > " + std::to_string(kDecodeMaxM) + ": M x N tiles, weights reused from cache";
   const Kernel kernel = select_kernel(format, m, isa, bf16_activations);
   const std::string panels =

@@ -163,7 +163,7 @@ struct FloatPacker {
 template <FloatDType DT>
 void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64_t ldy, ThreadPool& pool) {
   if (m <= float_row_dots_max_m(DT, false)) {
-    run_row_dot_tasks(pool, w.n, m <= kFloatAvx2ChunkRows, [&](int64_t b, int64_t e) {
+    run_row_dot_tasks<kFloatAvx2ChunkRows>(pool, m, w.n, [&](int64_t b, int64_t e) {
       row_dot_chunks<kFloatAvx2ChunkRows>(
           m, b, e, nullptr, 0,
           [&](int64_t i0, auto rows, int64_t n0, int64_t n1, PanelPrefetch, RowOrder order) {

@@ -182,11 +182,10 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
     avx512::panel_gemm(x, m, w.k, w.n, w.k, y, ldy, pool, FloatPacker<DT>{w});
     return;
   }
-  const bool decode = m <= 4;  // row_dot_chunks: one strided call per task
   if constexpr (DT == FloatDType::kBF16) {
     const int64_t k_half = (w.k + 31) / 32 * 16;
     const float* xs = split_even_odd(x, m, w.k, k_half);
-    run_row_dot_tasks(pool, w.n, decode, [&](int64_t b, int64_t e) {
+    run_row_dot_tasks(pool, m, w.n, [&](int64_t b, int64_t e) {
       if (m == 1) {
         bf16_split_rows<1, 8>(xs, k_half, w, y, ldy, b, e, RowOrder::kStrided);
       } else {
@@ -198,7 +197,7 @@ void gemm_typed(const float* x, int64_t m, const FloatWeight& w, float* y, int64
       }
     });
   } else {
-    run_row_dot_tasks(pool, w.n, decode, [&](int64_t b, int64_t e) {
+    run_row_dot_tasks(pool, m, w.n, [&](int64_t b, int64_t e) {
       if (m == 1) {
         small_m_rows<DT, 1, 8>(x, w, y, ldy, b, e, RowOrder::kStrided);
       } else {
