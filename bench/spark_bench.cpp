@@ -733,13 +733,12 @@ int run(const BenchOptions& o) {
         // repetition decodes n_gen tokens on a fresh sequence and then n_gen more on the deep one, back to
         // back, so the two rates see the same machine load (the deep context grows by n_gen per repetition,
         // a few percent of the depth).
-        // The deep run uses a bounded pool as the engine does (one arena, huge pages where available).
-        const int64_t deep_pages = (o.depth + static_cast<int64_t>(o.reps + 2) * o.n_gen) / 16 + 2 +
-                                   2 * kv_pool.ring_pages() + o.n_gen / 16 + 2;
-        KvPagePool bounded_pool(cfg, 16,
-                                o.depth > 0 ? deep_pages * kv_pool.page_bytes() : kv_pool.page_bytes(), false,
-                                kv_pool.dtype());
-        KvPagePool& tg_pool = o.depth > 0 ? bounded_pool : kv_pool;
+        // Decode runs on a bounded pool as the engine's (one arena, huge pages where available). On pages
+        // allocated one by one (4 KiB pages), storing each token's K and V in the sliding rings took 0.25 ms
+        // of a 16 ms W4A8 step against 0.01-0.03 ms in the arena (bench/RESULTS.md, session 42).
+        const int64_t tg_pages = (o.depth + static_cast<int64_t>(o.reps + 2) * o.n_gen) / 16 + 2 +
+                                 2 * kv_pool.ring_pages() + o.n_gen / 16 + 2;
+        KvPagePool tg_pool(cfg, 16, tg_pages * kv_pool.page_bytes(), false, kv_pool.dtype());
         SequenceKv deep(tg_pool);
         if (o.depth > 0) {
           const auto prompt = random_tokens(o.depth, cfg.vocab_size, rng);
