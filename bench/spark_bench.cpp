@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -30,6 +31,7 @@
 #include "server/structured_output.h"
 #include "spark/engine.h"
 #include "spark/error.h"
+#include "step_profile.h"
 #include "tokenizer/tokenizer.h"
 #include "util/process_memory.h"
 #include "util/text_file.h"
@@ -81,6 +83,7 @@ struct BenchOptions {
   std::string tokenizer_dir;           // tokenizer.json for the constraint (default: -m's folder)
   std::string schema_texts;            // write the constrained runs' texts here (JSON lines)
   std::string kv_cache_dtype = "f32";  // K/V element type of every KV pool and engine the bench makes
+  bool profile = false;                // tgN: where each decode step's time goes (StepProfile)
 };
 
 // " T=1 top_p=0.95" and the like: how a --concurrency row sampled, beside its test name.
@@ -655,6 +658,7 @@ int run(const BenchOptions& o) {
   const double flop_per_token = prompt_flop_per_token(cfg);
 
   std::vector<BenchRow> rows;
+  std::vector<std::string> profile_tables;
   std::vector<SharedPrefixRow> shared_rows;
   std::vector<OwnTokensRow> own_rows;
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
@@ -755,19 +759,46 @@ int run(const BenchOptions& o) {
                    " s");
         }
         std::vector<double> deep_rates;
+        // --profile: the timed repetitions' steps, the fresh sequence's and the deep one's apart.
+        std::optional<bench::StepProfile> fresh_profile, deep_profile;
+        if (o.profile) {
+          fresh_profile.emplace(*model);
+          deep_profile.emplace(*model);
+        }
+        int rep_index = 0;
         auto rates = repeat(o.reps, row.test + " t=" + std::to_string(threads), [&] {
+          if (rep_index++ == 1 && o.profile) {  // the warm-up is done
+            fresh_profile->reset();
+            deep_profile->reset();
+          }
           SequenceKv kv(tg_pool);
           if (!kv.reserve(o.n_gen)) throw Error("KV reserve failed");
+          if (o.profile) {
+            model->set_activation_tap(fresh_profile->tap());
+            fresh_profile->restart_clock();
+          }
           const double rate = decode(kv);
           kv_bytes = kv.pages_held() * kv_pool.page_bytes();
           if (o.depth > 0) {
+            if (o.profile) {
+              model->set_activation_tap(deep_profile->tap());
+              deep_profile->restart_clock();
+            }
             deep_rates.push_back(decode(deep));
             deep_kv_bytes = deep.pages_held() * kv_pool.page_bytes();
             progress("  tg" + std::to_string(o.n_gen) + " @ d" + std::to_string(o.depth) + ": " +
                      std::to_string(deep_rates.back()) + " t/s");
           }
+          model->set_activation_tap(nullptr);
           return rate;
         });
+        if (o.profile) {
+          const std::string what = "decode step profile: " + row.test + ", " + kernel_path + ", " +
+                                   std::to_string(threads) + " threads";
+          profile_tables.push_back(fresh_profile->table(what));
+          if (o.depth > 0)
+            profile_tables.push_back(deep_profile->table(what + " @ d" + std::to_string(o.depth)));
+        }
         const Stats s = summarize(rates);
         row.tokens_per_s_median = s.median;
         row.tokens_per_s_min = s.min;
@@ -958,6 +989,7 @@ int run(const BenchOptions& o) {
   // Constrained vs free, or sampling vs greedy: on stderr with json/csv output, so stdout stays one document.
   for (const auto& line : comparison_lines)
     std::fprintf(o.output == "md" ? stdout : stderr, "%s\n", line.c_str());
+  for (const auto& table : profile_tables) std::fputs(table.c_str(), o.output == "md" ? stdout : stderr);
   if (texts_out.is_open() && !texts_out) throw Error(o.schema_texts + ": cannot write");
   if (invalid_total > 0)
     throw Error(std::to_string(invalid_total) + " constrained texts are not valid for the schema");
@@ -1055,6 +1087,10 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", o.output, "md, json or csv")->check(CLI::IsMember({"md", "json", "csv"}));
   app.add_option("--plot", o.plot, "Write an SVG of tokens/s vs concurrency (or threads)");
   app.add_option("--seed", o.seed, "Seed of the random weights and tokens");
+  app.add_flag("--profile", o.profile,
+               "After each tgN row, where a decode step's wall time goes: each stage of the model (norms, "
+               "projections, attention, ...) per step, over the timed repetitions (the stages are timed "
+               "between the model's activation taps, about 15 a layer)");
   std::string sessions = "1";
   app.add_option(
          "--shared-prefix", o.shared_prefix,
