@@ -738,10 +738,13 @@ int run(const BenchOptions& o) {
         // back, so the two rates see the same machine load (the deep context grows by n_gen per repetition,
         // a few percent of the depth).
         // Decode runs on a bounded pool as the engine's (one arena, huge pages where available). On pages
-        // allocated one by one (4 KiB pages), storing each token's K and V in the sliding rings took 0.25 ms
-        // of a 16 ms W4A8 step against 0.01-0.03 ms in the arena (bench/RESULTS.md, session 42).
-        const int64_t tg_pages = (o.depth + static_cast<int64_t>(o.reps + 2) * o.n_gen) / 16 + 2 +
-                                 2 * kv_pool.ring_pages() + o.n_gen / 16 + 2;
+        // allocated one by one (4 KiB pages), storing each token's K and V in the sliding rings took 0.24 ms
+        // of a 16 ms W4A8 step against 0.01 ms in the arena, and --profile's KV store + attention section
+        // was 0.07-0.23 ms longer in each of 4 alternated rounds (bench/RESULTS.md, session 42).
+        // Pages of 16 positions: the deep sequence (depth + (reps + 1) x n_gen) and a fresh one, each
+        // with its rings.
+        const int64_t tg_pages = (o.depth + static_cast<int64_t>(o.reps + 1) * o.n_gen + 15) / 16 +
+                                 (o.n_gen + 15) / 16 + 2 * kv_pool.ring_pages();
         KvPagePool tg_pool(cfg, 16, tg_pages * kv_pool.page_bytes(), false, kv_pool.dtype());
         SequenceKv deep(tg_pool);
         if (o.depth > 0) {
@@ -765,6 +768,11 @@ int run(const BenchOptions& o) {
           fresh_profile.emplace(*model);
           deep_profile.emplace(*model);
         }
+        // The taps point into the profiles: removed before those die, an exception included.
+        struct TapRemover {
+          SparkModel& model;
+          ~TapRemover() { model.set_activation_tap(nullptr); }
+        } tap_remover{*model};
         int rep_index = 0;
         auto rates = repeat(o.reps, row.test + " t=" + std::to_string(threads), [&] {
           if (rep_index++ == 1 && o.profile) {  // the warm-up is done
@@ -778,14 +786,14 @@ int run(const BenchOptions& o) {
             fresh_profile->restart_clock();
           }
           const double rate = decode(kv);
-          kv_bytes = kv.pages_held() * kv_pool.page_bytes();
+          kv_bytes = kv.pages_held() * tg_pool.page_bytes();
           if (o.depth > 0) {
             if (o.profile) {
               model->set_activation_tap(deep_profile->tap());
               deep_profile->restart_clock();
             }
             deep_rates.push_back(decode(deep));
-            deep_kv_bytes = deep.pages_held() * kv_pool.page_bytes();
+            deep_kv_bytes = deep.pages_held() * tg_pool.page_bytes();
             progress("  tg" + std::to_string(o.n_gen) + " @ d" + std::to_string(o.depth) + ": " +
                      std::to_string(deep_rates.back()) + " t/s");
           }
@@ -1090,7 +1098,7 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", o.profile,
                "After each tgN row, where a decode step's wall time goes: each stage of the model (norms, "
                "projections, attention, ...) per step, over the timed repetitions (the stages are timed "
-               "between the model's activation taps, about 15 a layer)");
+               "between the model's activation taps, 13 a layer)");
   std::string sessions = "1";
   app.add_option(
          "--shared-prefix", o.shared_prefix,

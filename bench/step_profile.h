@@ -31,10 +31,8 @@ class StepProfile {
     std::string label;
     double seconds = 0;
     int64_t calls = 0;
-    int64_t weight_bytes = 0;  // read per call's step (0: no projection weights)
+    int64_t weight_bytes = 0;  // what the section's projections read per step, all layers (0: none)
   };
-  const std::vector<Section>& sections() const { return sections_; }
-  int64_t steps() const { return steps_; }
 
   // A markdown table: per section, calls and microseconds per step, share of the step, and read GB/s of
   // the projections; `title` heads it.
