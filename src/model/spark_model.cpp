@@ -40,10 +40,18 @@ void rms_norm_rows(const float* x, const float* w, float* y, int64_t rows, int64
     for (size_t r = begin; r < end; ++r) {
       const float* xr = x + r * cols;
       float* yr = y + r * cols;
+      // Eight partial sums: one running sum is a chain of `cols` dependent additions, 2-3 us a row of
+      // 2,048 (56 rows a decode step of the 1.7B; bench/RESULTS.md, session 42).
+      double part[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= cols; i += 8) {
+        for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(xr[i + j]) * xr[i + j];
+      }
       double ss = 0.0;
-      for (int64_t i = 0; i < cols; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+      for (; i < cols; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+      for (const double p : part) ss += p;
       const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(cols) + eps));
-      for (int64_t i = 0; i < cols; ++i) yr[i] = xr[i] * inv * w[i];
+      for (i = 0; i < cols; ++i) yr[i] = xr[i] * inv * w[i];
     }
   });
 }
