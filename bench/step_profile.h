@@ -27,18 +27,17 @@ class StepProfile {
   // another sequence's steps) is charged to no section.
   void restart_clock() { last_ = Clock::now(); }
 
+  // A markdown table: per section, calls and microseconds per step, share of the step, and read GB/s of
+  // the projections; `title` heads it.
+  std::string table(const std::string& title) const;
+
+ private:
   struct Section {
     std::string label;
     double seconds = 0;
     int64_t calls = 0;
     int64_t weight_bytes = 0;  // what the section's projections read per step, all layers (0: none)
   };
-
-  // A markdown table: per section, calls and microseconds per step, share of the step, and read GB/s of
-  // the projections; `title` heads it.
-  std::string table(const std::string& title) const;
-
- private:
   void record(const std::string& name);
 
   using Clock = std::chrono::steady_clock;
