@@ -323,6 +323,12 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
                     ": register tiles of 4 rows over 64 x 64 tasks, weights reused from cache; per group "
                     "scale * sum(x*q) + min * sum(x)"};
       }
+      if (decode && kernel == Kernel::kW4A16Avx2 && m <= kW4A16Avx2GridMaxM) {
+        return {"w4a16 avx2 gemv (integer grids)",
+                rows +
+                    "; per group the bf16 activations split exactly into two 16-bit grids, vpmaddwd on the "
+                    "nibbles (vpshufb + vpand per 8 weight rows), scale * sum(x*q) + min * sum(x)"};
+      }
       if (decode) {
         return {"w4a16" + isa_word + " gemv (widen in registers)",
                 rows + "; per group scale * sum(x*q) + min * sum(x): 4.25 bits read per weight"};

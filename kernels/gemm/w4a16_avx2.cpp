@@ -1,9 +1,12 @@
-// AVX2 kernels of kW4A16 (w = q · scale + min per group of 128, activations rounded to bf16 and held in
-// f32): per-group Σ x·q in registers on tiles of up to 4 rows for decode and batches up to
-// w4a16_f32_tiles_max_m rows, dequantized f32 panels (one 16-row block is exactly one panel of panel_avx2.h)
-// for larger prefill.
+// AVX2 kernels of kW4A16 (w = q · scale + min per group of 128, activations rounded to bf16): one and
+// two rows (decode) in integers, on each group's bf16 activations split exactly into two 16-bit grids;
+// per-group Σ x·q in f32 registers on tiles of up to 4 rows for 3 rows up to w4a16_f32_tiles_max_m; and
+// dequantized f32 panels (one 16-row block is exactly one panel of panel_avx2.h) for larger prefill.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "cpu/unroll.h"
@@ -40,6 +43,11 @@ inline void widen8_bytes(const uint8_t* p, __m256* bytes, __m256* hi) {
   *hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(raw, 4));
 }
 
+// Four bytes to every lane, as vbroadcastss: a load alone (vpbroadcastd from memory adds a shuffle on AMD).
+inline __m256i broadcast32(const int32_t* p) {
+  return _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p)));
+}
+
 inline void store_lanes(float* dst, __m256 v, int64_t valid) {
   if (valid >= 8) {
     _mm256_storeu_ps(dst, v);
@@ -65,11 +73,11 @@ inline __m256 round_to_bf16(__m256 v) {
   return _mm256_castsi256_ps(_mm256_and_si256(out, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
-// Tiles: MR rows x one block (two vectors of 8 rows). AVX2 has 16 registers, so the tile is one
-// block wide and the group results wait in memory (`out`): two blocks with even and odd k in separate
+// Float tiles (m >= 3): MR rows x one block (two vectors of 8 rows). AVX2 has 16 registers, so the tile is
+// one block wide and the group results wait in memory (`out`): two blocks with even and odd k in separate
 // chains held 8 accumulators + 8 widened vectors, and GCC spilled accumulators inside the k loop (a
 // store-to-load round trip on each FMA chain, half the speed).
-struct W4A16Kernel {
+struct W4A16FloatKernel {
   static constexpr int kDecodeNb = 1;
   static constexpr int kPrefillMr = 4;  // batches up to w4a16_f32_tiles_max_m rows
   static constexpr int kPrefillNb = 1;
@@ -150,6 +158,158 @@ struct W4A16Kernel {
   }
 };
 
+// The one- and two-row tiles (decode) multiply in integers: each group's bf16 activations are split exactly
+// into two 16-bit integer grids (split_group), whose products with the nibbles vpmaddwd sums without
+// rounding. Per 16 rows of one k pair: one vpshufb + vpand per 8 rows put q[2p] and 16·q[2p+1] in the two
+// 16-bit halves of each row's lane, then one vpmaddwd + vpaddd per grid and 8 rows. At avx2 that is 6 integer
+// operations per 16 weights, which issue on all four vector pipes of a Zen 3 (measured 1.0 cycle per 16
+// for 4 of them), against 6 for the f32 products (vpmovzxbd, shift, 2 vcvtdq2ps, 2 FMAs) which cannot
+// issue more than 3 a cycle (2.0 cycles per 16).
+struct W4A16GridKernel {
+  static constexpr int kDecodeNb = 1;
+  static constexpr int kPrefillMr = 2;  // 2 rows x 2 grids x 2 halves: 8 accumulators of the 16 registers
+  static constexpr int kPrefillNb = 1;
+
+  // Rows m0 .. m0 + R - 1 of group g: out[i] += scale · Σ x·q + min · Σ x.
+  template <int R>
+  static void group_rows(const TileContext& c, const uint8_t* wq, const uint16_t* params, int64_t m0,
+                         int64_t g, bool prefetch, float (*out)[kBlockRows]) {
+    const int64_t groups = c.w.groups();
+    const auto* ab = reinterpret_cast<const int32_t*>(c.x) + m0 * c.ldx;  // per pair: (a0, a1), (b0, b1)
+    const __m256i lo_rows = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,  //
+                                             4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+    const __m256i hi_rows = _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1,  //
+                                             12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1);
+    const __m256i nibbles = _mm256_set1_epi32(0x00f0000f);
+    __m256i acc[R][2][2];  // [row][grid a, b][rows 0-7, 8-15]
+    SPARK_UNROLL
+    for (int i = 0; i < R; ++i) {
+      SPARK_UNROLL
+      for (int t = 0; t < 2; ++t) acc[i][t][0] = acc[i][t][1] = _mm256_setzero_si256();
+    }
+    for (int64_t l = g * kLinesPerGroup; l < (g + 1) * kLinesPerGroup; ++l) {
+      // Past a block's end this asks for the next block's first lines (in decode, the next tile's).
+      if (prefetch) prefetch_line(wq + (l + kDecodePrefetchLines) * 64);
+      SPARK_UNROLL
+      for (int s = 0; s < 4; ++s) {
+        const int64_t p = 4 * l + s;
+        const __m256i src = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(wq + p * kBlockRows)));
+        // Per row lane: the low nibble (k = 2p) in the low 16 bits, 16 · the high nibble above it.
+        const __m256i w0 = _mm256_and_si256(_mm256_shuffle_epi8(src, lo_rows), nibbles);
+        const __m256i w1 = _mm256_and_si256(_mm256_shuffle_epi8(src, hi_rows), nibbles);
+        SPARK_UNROLL
+        for (int i = 0; i < R; ++i) {
+          const __m256i xa = broadcast32(ab + i * c.ldx + 2 * p);
+          const __m256i xb = broadcast32(ab + i * c.ldx + 2 * p + 1);
+          acc[i][0][0] = _mm256_add_epi32(acc[i][0][0], _mm256_madd_epi16(w0, xa));
+          acc[i][0][1] = _mm256_add_epi32(acc[i][0][1], _mm256_madd_epi16(w1, xa));
+          acc[i][1][0] = _mm256_add_epi32(acc[i][1][0], _mm256_madd_epi16(w0, xb));
+          acc[i][1][1] = _mm256_add_epi32(acc[i][1][1], _mm256_madd_epi16(w1, xb));
+          // Kept in registers pair by pair: otherwise GCC sums a line's products as a tree first and
+          // spills them (1.2x slower).
+          __asm__("" : "+x"(acc[i][0][0]), "+x"(acc[i][0][1]), "+x"(acc[i][1][0]), "+x"(acc[i][1][1]));
+        }
+      }
+    }
+    SPARK_UNROLL
+    for (int v = 0; v < 2; ++v) {
+      const uint16_t* pg = params + g * 2 * kBlockRows + v * 8;
+      const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg)));
+      const __m256 mn = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + kBlockRows)));
+      SPARK_UNROLL
+      for (int i = 0; i < R; ++i) {
+        const float* gs = c.x_group_sums + ((m0 + i) * groups + g) * 3;  // grid step, Σ x
+        const __m256 dot =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][1][v]), _mm256_set1_ps(gs[1]),
+                            _mm256_mul_ps(_mm256_cvtepi32_ps(acc[i][0][v]), _mm256_set1_ps(gs[0])));
+        __m256 r = _mm256_fmadd_ps(s, dot, _mm256_load_ps(out[i] + v * 8));
+        r = _mm256_fmadd_ps(mn, _mm256_set1_ps(gs[2]), r);
+        _mm256_store_ps(out[i] + v * 8, r);
+      }
+    }
+  }
+
+  template <int MR, int NB>
+  static void tile(const TileContext& c, int64_t m0, int64_t b0) {
+    static_assert(NB == 1);
+    const QuantizedWeight& w = c.w;
+    const int64_t groups = w.groups();
+    const int64_t block_bytes = w.k_pad * kBlockRows / 2;
+    const auto* wq = static_cast<const uint8_t*>(w.qweight) + b0 * block_bytes;
+    const auto* params = static_cast<const uint16_t*>(w.scales) + b0 * groups * 2 * kBlockRows;
+    alignas(32) float out[MR][kBlockRows] = {};
+    for (int64_t g = 0; g < groups; ++g) {
+      // Two rows at a time; a group's 1 KiB of weights is read again from L1 for rows 2 and 3.
+      if constexpr (MR == 1) {
+        group_rows<1>(c, wq, params, m0, g, true, out);
+      } else {
+        group_rows<2>(c, wq, params, m0, g, true, out);
+        if constexpr (MR == 3) group_rows<1>(c, wq, params, m0 + 2, g, false, out + 2);
+        if constexpr (MR == 4) group_rows<2>(c, wq, params, m0 + 2, g, false, out + 2);
+      }
+    }
+    SPARK_UNROLL
+    for (int v = 0; v < 2; ++v) {
+      const int64_t n0 = b0 * kBlockRows + v * 8;
+      SPARK_UNROLL
+      for (int i = 0; i < MR; ++i)
+        store_lanes(c.y + (m0 + i) * c.ldy + n0, _mm256_load_ps(out[i] + v * 8), w.n - n0);
+    }
+  }
+};
+
+// Splits one group of 128 bf16-rounded activations v into two 16-bit integer grids: with E the exponent
+// of the group's largest |v| and u = 2^(E-14) (2^(E-10) at odd k, whose weights arrive as 16·q),
+// v = (a + b · 2^-15) · u with a = v / u truncated and b the rest on a 2^-15 finer grid, rounded. |a| and
+// |b| stay below 2^15. a alone holds every v down to 2^-7 of the largest (bf16's 8 bits), b the rest down
+// to 2^-22 (2^-18 at odd k) exactly, so the grids differ from the bf16 activations only in values smaller
+// than that, by at most half a 2^(E-29) (2^(E-25)) step. Writes, per pair, (a0, a1) then (b0, b1), and
+// sums = {u, u · 2^-15, Σ v}; a group holding Inf or NaN gets u = NaN (its products are NaN, as in f32),
+// one of zeros u = 0. E is held at -120 or more: values below 2^-134 in a group whose largest is
+// below 2^-120 are taken as zero.
+inline void split_group(const float* v, int16_t* ab, float* sums) {
+  __m256 mx = _mm256_setzero_ps(), sum = _mm256_setzero_ps();
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int j = 0; j < kGroupSize; j += 8) {
+    const __m256 x = _mm256_load_ps(v + j);
+    mx = _mm256_max_ps(mx, _mm256_and_ps(x, abs_mask));
+    sum = _mm256_add_ps(sum, x);
+  }
+  alignas(32) float t[8], m[8];
+  _mm256_store_ps(t, sum);
+  _mm256_store_ps(m, mx);
+  const float total = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+  const float largest = std::max(std::max(std::max(m[0], m[1]), std::max(m[2], m[3])),
+                                 std::max(std::max(m[4], m[5]), std::max(m[6], m[7])));
+  sums[2] = total;
+  if (!std::isfinite(total) || largest == 0.0f) {
+    std::memset(ab, 0, kGroupSize * 2 * sizeof(int16_t));
+    sums[0] = sums[1] = largest == 0.0f && std::isfinite(total) ? 0.0f : NAN;
+    return;
+  }
+  // E is held at -120 or more so that the grid steps (u at least 2^-134, u · 2^-15 at least 2^-149)
+  // stay f32 numbers.
+  const int e = std::max(std::ilogb(largest), -120);
+  sums[0] = std::ldexp(1.0f, e - 14);
+  sums[1] = std::ldexp(1.0f, e - 29);
+  // v · 2^(14-E) (2^(10-E) at odd k) is exact: powers of two, and in two steps below E = -100 so that
+  // neither factor overflows.
+  const int pre = e < -100 ? 64 : 0;
+  const __m256 pre_scale = _mm256_set1_ps(std::ldexp(1.0f, pre));
+  const float even = std::ldexp(1.0f, 14 - e - pre), odd = std::ldexp(1.0f, 10 - e - pre);
+  const __m256 to_grid = _mm256_setr_ps(even, odd, even, odd, even, odd, even, odd);
+  for (int j = 0; j < kGroupSize; j += 8) {
+    const __m256 x = _mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(v + j), pre_scale), to_grid);
+    const __m256i a = _mm256_cvttps_epi32(x);
+    const __m256 rest = _mm256_sub_ps(x, _mm256_cvtepi32_ps(a));  // exact: the bits below the grid
+    const __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(rest, _mm256_set1_ps(32768.0f)));
+    // packs: per 128-bit lane a0 a1 a2 a3 b0 b1 b2 b3 (16-bit, saturating); dwords reordered to pairs.
+    const __m256i packed = _mm256_shuffle_epi32(_mm256_packs_epi32(a, b), _MM_SHUFFLE(3, 1, 2, 0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ab + 2 * j), packed);
+  }
+}
+
 // panel[kk * 16 + r] = q · scale + min for the 16 rows of block n0 / 16, columns k0 + kk.
 struct W4A16Packer {
   const QuantizedWeight& w;
@@ -175,10 +335,37 @@ struct W4A16Packer {
   }
 };
 
+// One or two rows: each group's bf16 activations split into their two integer grids.
+void gemm_w4a16_grid(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
+                     ThreadPool& pool) {
+  const int64_t groups = w.groups();
+  auto* group = static_cast<float*>(scratch(1, kGroupSize * sizeof(float)));  // 64-byte aligned
+  // Per row, k_pad / 2 pairs of (a0, a1, b0, b1) int16, and 3 floats per group.
+  auto* ab = static_cast<int16_t*>(scratch(2, static_cast<size_t>(m * w.k_pad * 2) * sizeof(int16_t)));
+  auto* sums = static_cast<float*>(scratch(3, static_cast<size_t>(m * groups * 3) * sizeof(float)));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t kk = g * kGroupSize; kk < (g + 1) * kGroupSize; kk += 8) {
+        const __m256 v = round_to_bf16(kk + 8 <= w.k ? _mm256_loadu_ps(x + i * w.k + kk)
+                                                     : load_partial(x + i * w.k + kk, w.k - kk));
+        _mm256_store_ps(group + (kk - g * kGroupSize), v);
+      }
+      split_group(group, ab + (i * w.k_pad + g * kGroupSize) * 2, sums + (i * groups + g) * 3);
+    }
+  }
+  // x: the grids as int32 pairs, k_pad of them per row (ldx); x_group_sums: 3 floats per group.
+  run_tiles<W4A16GridKernel>(
+      TileContext{w, nullptr, reinterpret_cast<const float*>(ab), w.k_pad, sums, y, ldy, {}}, m, pool);
+}
+
 }  // namespace
 
 void gemm_w4a16_avx2(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                      ThreadPool& pool) {
+  if (m <= kW4A16Avx2GridMaxM) {
+    gemm_w4a16_grid(x, m, w, y, ldy, pool);
+    return;
+  }
   // The kernels read whole groups: x is copied with zero columns up to k_pad, rounded to bf16 (kW4A16's
   // activations). The panels take that copy as it is; for the tiles the same pass also sums each group
   // (zero points) and takes each pair (x0, x1) as (x0, x1 - 16·x0) (widen8_bytes). x0 and x1 are bf16 and
@@ -216,7 +403,7 @@ void gemm_w4a16_avx2(const float* x, int64_t m, const QuantizedWeight& w, float*
     avx2::panel_gemm(xp, m, w.k_pad, w.n, w.k_pad, y, ldy, pool, W4A16Packer{w});
     return;
   }
-  run_tiles<W4A16Kernel>(TileContext{w, nullptr, xp, w.k_pad, xsum, y, ldy, {}}, m, pool);
+  run_tiles<W4A16FloatKernel>(TileContext{w, nullptr, xp, w.k_pad, xsum, y, ldy, {}}, m, pool);
 }
 
 }  // namespace spark::kernels

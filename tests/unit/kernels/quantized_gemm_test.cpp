@@ -220,6 +220,73 @@ TEST_P(W4A16BodyTest, OneHotRowsReadEachColumn) {
   }
 }
 
+// Groups at the ends of the f32 range, all-zero groups and non-finite values, at 1 and 2 rows (the AVX2
+// integer-grid tiles, whose grids follow each group's largest value) and 5 (the float tiles). Finite rows
+// are held to the reference as in MatchesReferenceAtGroupBoundariesAndRowTails; a NaN makes its row NaN
+// and an Inf makes it non-finite, as f32 products do.
+TEST_P(W4A16BodyTest, GroupsOfExtremeMagnitudeZerosAndNonFiniteValues) {
+  const W4A16Body& body = kW4A16Bodies[GetParam()];
+  if (!body.available()) GTEST_SKIP() << "skipped: CPU lacks " << body.name;
+  std::mt19937 rng(33);
+  ThreadPool pool(2);
+  const int64_t n = 40, k = 512;  // four groups
+  auto src = test::gaussian_weight(FloatDType::kF32, n, k, rng, 0.05f);
+  const QuantizedWeight w = quantize_weight(src.w, WeightFormat::kW4A16, pool);
+  std::vector<float> col(static_cast<size_t>(n * k));
+  for (int64_t j = 0; j < n; ++j) dequantize_row(w, j, col.data() + j * k);
+  // Row kinds: 0 groups of zeros, ~1e30, ~1e-30 and a spread over 2^±30; 1 every group ~1e-35 (below
+  // 2^-100, where the grids scale in two steps); 2 one NaN; 3 one Inf.
+  const auto fill = [&](int kind, float* x) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const int64_t g = kk / 128;
+      float v = normal(rng);
+      if (kind == 0)
+        v = g == 0 ? 0.0f : g == 1 ? v * 1e30f : g == 2 ? v * 1e-30f : std::ldexp(v, int(kk % 61) - 30);
+      if (kind == 1) v *= 1e-35f;
+      x[kk] = v;
+    }
+    if (kind == 2) x[300] = NAN;
+    if (kind == 3) x[77] = INFINITY;
+  };
+  for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{5}}) {
+    for (int first = 0; first < 4; ++first) {
+      std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n), NAN), ref(y.size());
+      for (int64_t i = 0; i < m; ++i) fill(static_cast<int>((first + i) % 4), x.data() + i * k);
+      body.fn(x.data(), m, w, y.data(), n, pool);
+      gemm_ref(x.data(), m, w, ref.data(), n);
+      for (int64_t i = 0; i < m; ++i) {
+        const int kind = static_cast<int>((first + i) % 4);
+        const std::string where =
+            std::string(body.name) + " m=" + std::to_string(m) + " row kind " + std::to_string(kind);
+        double err = 0.0, scale = 0.0;
+        for (int64_t j = 0; j < n; ++j) {
+          const float got = y[i * n + j];
+          if (kind == 2) {
+            ASSERT_TRUE(std::isnan(got)) << where << " n=" << j;
+            continue;
+          }
+          if (kind == 3) {
+            ASSERT_FALSE(std::isfinite(got)) << where << " n=" << j;
+            continue;
+          }
+          ASSERT_TRUE(std::isfinite(got)) << where << " n=" << j;
+          double abs_dot = 0.0;
+          for (int64_t kk = 0; kk < k; ++kk) {
+            abs_dot += std::fabs(static_cast<double>(x[i * k + kk]) * col[j * k + kk]);
+          }
+          const double d = static_cast<double>(got) - ref[i * n + j];
+          err += d * d;
+          scale += abs_dot * abs_dot;
+        }
+        if (kind < 2) {
+          EXPECT_LE(err, kFloatNmse * scale) << where;
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Bodies, W4A16BodyTest,
                          ::testing::Range(0, static_cast<int>(std::size(kW4A16Bodies))),
                          [](const ::testing::TestParamInfo<int>& info) {
