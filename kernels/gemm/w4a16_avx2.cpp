@@ -63,6 +63,34 @@ inline __m256 load_partial(const float* p, int64_t valid) {
   return _mm256_load_ps(t);
 }
 
+// A group's scale and min for 8 rows of a block (v = 0: rows 0-7, 1: rows 8-15); add() takes one row's
+// Σ x·q over the group (dot) and Σ x into its running outputs: out += scale · dot + min · Σ x.
+struct GroupParams {
+  __m256 scale, min;
+  void add(__m256 dot, float xsum, float* out) const {
+    const __m256 r = _mm256_fmadd_ps(scale, dot, _mm256_load_ps(out));
+    _mm256_store_ps(out, _mm256_fmadd_ps(min, _mm256_set1_ps(xsum), r));
+  }
+};
+
+inline GroupParams group_params(const uint16_t* params, int64_t g, int v) {
+  const uint16_t* pg = params + g * 2 * kBlockRows + v * 8;
+  return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg))),
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + kBlockRows)))};
+}
+
+// A tile's MR rows x 16 outputs of block b0 into y (the lanes past N left alone).
+template <int MR>
+inline void store_rows(const TileContext& c, int64_t m0, int64_t b0, const float (*out)[kBlockRows]) {
+  SPARK_UNROLL
+  for (int v = 0; v < 2; ++v) {
+    const int64_t n0 = b0 * kBlockRows + v * 8;
+    SPARK_UNROLL
+    for (int i = 0; i < MR; ++i)
+      store_lanes(c.y + (m0 + i) * c.ldy + n0, _mm256_load_ps(out[i] + v * 8), c.w.n - n0);
+  }
+}
+
 // bf16(v) widened back to f32: round to nearest even as f32_to_bf16 (NaN stays a quiet NaN).
 inline __m256 round_to_bf16(__m256 v) {
   const __m256i b = _mm256_castps_si256(v);
@@ -134,27 +162,17 @@ struct W4A16FloatKernel {
       }
       SPARK_UNROLL
       for (int v = 0; v < 2; ++v) {
-        const uint16_t* pg = params + g * 2 * kBlockRows + v * 8;
-        const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg)));
-        const __m256 mn = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + kBlockRows)));
+        const GroupParams gp = group_params(params, g, v);
         SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
           __m256 dot = acc[i][v][0];
           SPARK_UNROLL
           for (int t = 1; t < C; ++t) dot = _mm256_add_ps(dot, acc[i][v][t]);
-          __m256 r = _mm256_fmadd_ps(s, dot, _mm256_load_ps(out[i] + v * 8));
-          r = _mm256_fmadd_ps(mn, _mm256_set1_ps(xsum[i * groups + g]), r);
-          _mm256_store_ps(out[i] + v * 8, r);
+          gp.add(dot, xsum[i * groups + g], out[i] + v * 8);
         }
       }
     }
-    SPARK_UNROLL
-    for (int v = 0; v < 2; ++v) {
-      const int64_t n0 = b0 * kBlockRows + v * 8;
-      SPARK_UNROLL
-      for (int i = 0; i < MR; ++i)
-        store_lanes(c.y + (m0 + i) * c.ldy + n0, _mm256_load_ps(out[i] + v * 8), w.n - n0);
-    }
+    store_rows<MR>(c, m0, b0, out);
   }
 };
 
@@ -214,18 +232,14 @@ struct W4A16GridKernel {
     }
     SPARK_UNROLL
     for (int v = 0; v < 2; ++v) {
-      const uint16_t* pg = params + g * 2 * kBlockRows + v * 8;
-      const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg)));
-      const __m256 mn = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + kBlockRows)));
+      const GroupParams gp = group_params(params, g, v);
       SPARK_UNROLL
       for (int i = 0; i < R; ++i) {
         const float* gs = c.x_group_sums + ((m0 + i) * groups + g) * 3;  // grid step, Σ x
         const __m256 dot =
             _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][1][v]), _mm256_set1_ps(gs[1]),
                             _mm256_mul_ps(_mm256_cvtepi32_ps(acc[i][0][v]), _mm256_set1_ps(gs[0])));
-        __m256 r = _mm256_fmadd_ps(s, dot, _mm256_load_ps(out[i] + v * 8));
-        r = _mm256_fmadd_ps(mn, _mm256_set1_ps(gs[2]), r);
-        _mm256_store_ps(out[i] + v * 8, r);
+        gp.add(dot, gs[2], out[i] + v * 8);
       }
     }
   }
@@ -249,13 +263,7 @@ struct W4A16GridKernel {
         if constexpr (MR == 4) group_rows<2>(c, wq, params, m0 + 2, g, false, out + 2);
       }
     }
-    SPARK_UNROLL
-    for (int v = 0; v < 2; ++v) {
-      const int64_t n0 = b0 * kBlockRows + v * 8;
-      SPARK_UNROLL
-      for (int i = 0; i < MR; ++i)
-        store_lanes(c.y + (m0 + i) * c.ldy + n0, _mm256_load_ps(out[i] + v * 8), w.n - n0);
-    }
+    store_rows<MR>(c, m0, b0, out);
   }
 };
 
