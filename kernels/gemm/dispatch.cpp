@@ -324,10 +324,12 @@ GemmChoice describe_gemm(WeightFormat format, int64_t m, Isa isa, bool bf16_acti
                     "scale * sum(x*q) + min * sum(x)"};
       }
       if (decode && kernel == Kernel::kW4A16Avx2 && m <= kW4A16Avx2GridMaxM) {
-        return {"w4a16 avx2 gemv (integer grids)",
-                rows +
-                    "; per group the bf16 activations split exactly into two 16-bit grids, vpmaddwd on the "
-                    "nibbles (vpshufb + vpand per 8 weight rows), scale * sum(x*q) + min * sum(x)"};
+        return {
+            "w4a16 avx2 gemv (integer grids)",
+            rows +
+                "; per group the bf16 activations split into two 16-bit grids (exact down to 2^-22 of the "
+                "group's largest), vpmaddwd on the "
+                "nibbles (vpshufb + vpand per 8 weight rows), scale * sum(x*q) + min * sum(x)"};
       }
       if (decode) {
         return {"w4a16" + isa_word + " gemv (widen in registers)",

@@ -21,10 +21,11 @@ constexpr int64_t w4a16_f32_tiles_max_m(bool avx512) {
   return avx512 ? 8 : 64;
 }
 
-// The AVX2 W4A16 body multiplies 1 and 2 rows in integers (bf16 activations split exactly into two 16-bit
-// grids per group, vpmaddwd on the nibbles: gemm/w4a16_avx2.cpp); from 3 rows its f32 tiles, which widen
-// each weight once for 4 rows, issue faster (spark-kernels-bench --warm, 1 thread, 448x1024, Zen 3 at
-// avx2: 1 row 14.7 against 13.0 GB/s, 2 rows 8.7 against 8.6, 4 rows 4.1 against 5.5 per row).
+// The AVX2 W4A16 body multiplies 1 and 2 rows in integers (each group's bf16 activations split into two
+// 16-bit grids, exact down to 2^-22 of its largest; vpmaddwd on the nibbles: gemm/w4a16_avx2.cpp); from 3
+// rows its f32 tiles, which widen each weight once for 4 rows, issue faster (spark-kernels-bench --warm, 1
+// thread, 448x1024, Zen 3 at avx2: 1 row 14.7 against 13.0 GB/s, 2 rows 8.7 against 8.6, 4 rows 4.1
+// against 5.5 per row).
 constexpr int64_t kW4A16Avx2GridMaxM = 2;
 
 // The AVX-512 int8, W4A8 and W4A16 (BF16) tiles run a batch of up to this many rows (one task's rows)

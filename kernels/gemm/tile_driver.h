@@ -23,9 +23,11 @@ namespace {
 struct TileContext {
   const QuantizedWeight& w;
   const QuantizedActivations* a;  // integer formats
-  const float* x;                 // f32 activations (row stride ldx)
+  // f32 activations (row stride ldx); for W4A16's AVX2 integer tiles, their int16 grids (gemm_w4a16_grid)
+  const float* x;
   int64_t ldx;
-  const float* x_group_sums;  // W4A16: [m][groups] Σ x over each group
+  // W4A16: [m][groups] Σ x over each group (the AVX2 integer tiles: u, u · 2^-15, Σ x per group)
+  const float* x_group_sums;
   float* y;
   int64_t ldy;
   PanelPrefetch prefetch;  // set by run_small_batch_tiles; the tiles that take it ask for these lines

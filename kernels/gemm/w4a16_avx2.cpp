@@ -1,5 +1,6 @@
 // AVX2 kernels of kW4A16 (w = q · scale + min per group of 128, activations rounded to bf16): one and
-// two rows (decode) in integers, on each group's bf16 activations split exactly into two 16-bit grids;
+// two rows (decode) in integers, on each group's bf16 activations split into two 16-bit grids (exact down
+// to 2^-22 of the group's largest);
 // per-group Σ x·q in f32 registers on tiles of up to 4 rows for 3 rows up to w4a16_f32_tiles_max_m; and
 // dequantized f32 panels (one 16-row block is exactly one panel of panel_avx2.h) for larger prefill.
 #include <immintrin.h>
@@ -61,6 +62,11 @@ inline __m256 load_partial(const float* p, int64_t valid) {
   alignas(32) float t[8] = {};
   for (int64_t j = 0; j < valid && j < 8; ++j) t[j] = p[j];
   return _mm256_load_ps(t);
+}
+
+// Elements kk .. kk + 7 of a row of k, zero past its end (kk may be past it: a padding column).
+inline __m256 load_tail(const float* row, int64_t kk, int64_t k) {
+  return kk < k ? load_partial(row + kk, k - kk) : _mm256_setzero_ps();
 }
 
 // A group's scale and min for 8 rows of a block (v = 0: rows 0-7, 1: rows 8-15); add() takes one row's
@@ -176,13 +182,14 @@ struct W4A16FloatKernel {
   }
 };
 
-// The one- and two-row tiles (decode) multiply in integers: each group's bf16 activations are split exactly
-// into two 16-bit integer grids (split_group), whose products with the nibbles vpmaddwd sums without
-// rounding. Per 16 rows of one k pair: one vpshufb + vpand per 8 rows put q[2p] and 16·q[2p+1] in the two
-// 16-bit halves of each row's lane, then one vpmaddwd + vpaddd per grid and 8 rows. At avx2 that is 6 integer
-// operations per 16 weights, which issue on all four vector pipes of a Zen 3 (measured 1.0 cycle per 16
-// for 4 of them), against 6 for the f32 products (vpmovzxbd, shift, 2 vcvtdq2ps, 2 FMAs) which cannot
-// issue more than 3 a cycle (2.0 cycles per 16).
+// The one- and two-row tiles (decode) multiply in integers: each group's bf16 activations are split into
+// two 16-bit integer grids (split_group: exact down to 2^-22 of the group's largest), whose products with
+// the nibbles vpmaddwd sums without rounding (A below 2^26, B below 2^30 a group). Per 16 rows of one
+// k pair: one vpshufb + vpand per 8 rows put q[2p] and 16·q[2p+1] in the two 16-bit halves of each row's
+// lane, then one vpmaddwd + vpaddd per grid, 8 rows and activation row. At one row that is 6 integer
+// operations per 16 weights, which a Zen 3 issues on all four vector pipes (vpshufb + vpand + vpmaddwd +
+// vpaddd alone: 1.0 cycle), against 6 for the f32 products (vpmovzxbd, shift, 2 vcvtdq2ps, 2 FMAs),
+// which it cannot issue more than 3 a cycle of (2.0 cycles per 16 weights).
 struct W4A16GridKernel {
   static constexpr int kDecodeNb = 1;
   static constexpr int kPrefillMr = 2;  // 2 rows x 2 grids x 2 halves: 8 accumulators of the 16 registers
@@ -267,22 +274,24 @@ struct W4A16GridKernel {
   }
 };
 
-// Splits one group of 128 bf16-rounded activations v into two 16-bit integer grids: with E the exponent
-// of the group's largest |v| and u = 2^(E-14) (2^(E-10) at odd k, whose weights arrive as 16·q),
-// v = (a + b · 2^-15) · u with a = v / u truncated and b the rest on a 2^-15 finer grid, rounded. |a| and
-// |b| stay below 2^15. a alone holds every v down to 2^-7 of the largest (bf16's 8 bits), b the rest down
-// to 2^-22 (2^-18 at odd k) exactly, so the grids differ from the bf16 activations only in values smaller
-// than that, by at most half a 2^(E-29) (2^(E-25)) step. Writes, per pair, (a0, a1) then (b0, b1), and
-// sums = {u, u · 2^-15, Σ v}; a group holding Inf or NaN gets u = NaN (its products are NaN, as in f32),
-// one of zeros u = 0. E is held at -120 or more: values below 2^-134 in a group whose largest is
-// below 2^-120 are taken as zero.
+// Splits one group of 128 bf16-rounded activations v (32-byte aligned) into two 16-bit integer grids:
+// with E the exponent of the group's largest |v| and u = 2^(E-14) (2^(E-10) at odd k, whose weights arrive
+// as 16·q), v = (a + b · 2^-15) · u with a = v / u truncated and b the rest on a 2^-15 finer grid, rounded.
+// |a| and |b| stay below 2^15. a alone holds every bf16 value down to 2^-7 of the largest (2^-3 at odd
+// k), a and b together every one down to 2^-22 (2^-18 at odd k) exactly; smaller ones are rounded by at
+// most half a 2^(E-29) (2^(E-25)) step. Writes, per pair, (a0, a1) then (b0, b1), and sums = {u,
+// u · 2^-15, Σ v}. A group holding NaN or Inf gets u = NaN (its products are NaN, as in f32), one of
+// zeros u = 0. E is held at -120 or more, so that u · 2^-15 stays at least 2^-149, the smallest f32
+// (no bf16 value is below 2^-133: the hold loses nothing).
 inline void split_group(const float* v, int16_t* ab, float* sums) {
-  __m256 mx = _mm256_setzero_ps(), sum = _mm256_setzero_ps();
+  __m256 mx = _mm256_setzero_ps(), sum = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (int j = 0; j < kGroupSize; j += 8) {
     const __m256 x = _mm256_load_ps(v + j);
     mx = _mm256_max_ps(mx, _mm256_and_ps(x, abs_mask));
     sum = _mm256_add_ps(sum, x);
+    // x - x is NaN exactly for NaN and Inf.
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_sub_ps(x, x), _mm256_setzero_ps(), _CMP_NEQ_UQ));
   }
   alignas(32) float t[8], m[8];
   _mm256_store_ps(t, sum);
@@ -290,14 +299,14 @@ inline void split_group(const float* v, int16_t* ab, float* sums) {
   const float total = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
   const float largest = std::max(std::max(std::max(m[0], m[1]), std::max(m[2], m[3])),
                                  std::max(std::max(m[4], m[5]), std::max(m[6], m[7])));
+  // A sum of finite values may still overflow to Inf: it reaches the outputs through min · Σ x, as in f32.
   sums[2] = total;
-  if (!std::isfinite(total) || largest == 0.0f) {
+  const bool finite = _mm256_movemask_ps(bad) == 0;
+  if (!finite || largest == 0.0f) {
     std::memset(ab, 0, kGroupSize * 2 * sizeof(int16_t));
-    sums[0] = sums[1] = largest == 0.0f && std::isfinite(total) ? 0.0f : NAN;
+    sums[0] = sums[1] = finite ? 0.0f : NAN;
     return;
   }
-  // E is held at -120 or more so that the grid steps (u at least 2^-134, u · 2^-15 at least 2^-149)
-  // stay f32 numbers.
   const int e = std::max(std::ilogb(largest), -120);
   sums[0] = std::ldexp(1.0f, e - 14);
   sums[1] = std::ldexp(1.0f, e - 29);
@@ -347,7 +356,7 @@ struct W4A16Packer {
 void gemm_w4a16_grid(const float* x, int64_t m, const QuantizedWeight& w, float* y, int64_t ldy,
                      ThreadPool& pool) {
   const int64_t groups = w.groups();
-  auto* group = static_cast<float*>(scratch(1, kGroupSize * sizeof(float)));  // 64-byte aligned
+  alignas(32) float group[kGroupSize];
   // Per row, k_pad / 2 pairs of (a0, a1, b0, b1) int16, and 3 floats per group.
   auto* ab = static_cast<int16_t*>(scratch(2, static_cast<size_t>(m * w.k_pad * 2) * sizeof(int16_t)));
   auto* sums = static_cast<float*>(scratch(3, static_cast<size_t>(m * groups * 3) * sizeof(float)));
@@ -355,7 +364,7 @@ void gemm_w4a16_grid(const float* x, int64_t m, const QuantizedWeight& w, float*
     for (int64_t g = 0; g < groups; ++g) {
       for (int64_t kk = g * kGroupSize; kk < (g + 1) * kGroupSize; kk += 8) {
         const __m256 v = round_to_bf16(kk + 8 <= w.k ? _mm256_loadu_ps(x + i * w.k + kk)
-                                                     : load_partial(x + i * w.k + kk, w.k - kk));
+                                                     : load_tail(x + i * w.k, kk, w.k));
         _mm256_store_ps(group + (kk - g * kGroupSize), v);
       }
       split_group(group, ab + (i * w.k_pad + g * kGroupSize) * 2, sums + (i * groups + g) * 3);
@@ -390,7 +399,7 @@ void gemm_w4a16_avx2(const float* x, int64_t m, const QuantizedWeight& w, float*
       __m256 s = _mm256_setzero_ps();
       for (int64_t kk = g * kGroupSize; kk < (g + 1) * kGroupSize; kk += 8) {
         const __m256 v = round_to_bf16(kk + 8 <= w.k ? _mm256_loadu_ps(x + i * w.k + kk)
-                                                     : load_partial(x + i * w.k + kk, w.k - kk));
+                                                     : load_tail(x + i * w.k, kk, w.k));
         if (!tiles) {
           _mm256_storeu_ps(row + kk, v);
           continue;

@@ -220,11 +220,13 @@ TEST_P(W4A16BodyTest, OneHotRowsReadEachColumn) {
   }
 }
 
-// Groups at the ends of the f32 range, all-zero groups and non-finite values, at 1 and 2 rows (the AVX2
-// integer-grid tiles, whose grids follow each group's largest value) and 5 (the float tiles). Finite rows
-// are held to the reference as in MatchesReferenceAtGroupBoundariesAndRowTails; a NaN makes its row NaN
-// and an Inf makes it non-finite, as f32 products do.
-TEST_P(W4A16BodyTest, GroupsOfExtremeMagnitudeZerosAndNonFiniteValues) {
+// Rows at the ends of the f32 range, all-zero groups and non-finite values, at 1 and 2 rows (the AVX2
+// integer-grid tiles, whose grids follow each group's largest value) and 5 (the float tiles). Each finite
+// row keeps one magnitude, so its error is held at that magnitude's scale as in
+// MatchesReferenceAtGroupBoundariesAndRowTails; a NaN makes its row NaN and an Inf makes it non-finite, as
+// f32 products do. No value is a bf16 subnormal: the bf16 dot products (vdpbf16ps, tdpbf16ps) take those as
+// zero.
+TEST_P(W4A16BodyTest, RowsOfExtremeMagnitudeZerosAndNonFiniteValues) {
   const W4A16Body& body = kW4A16Bodies[GetParam()];
   if (!body.available()) GTEST_SKIP() << "skipped: CPU lacks " << body.name;
   std::mt19937 rng(33);
@@ -234,39 +236,60 @@ TEST_P(W4A16BodyTest, GroupsOfExtremeMagnitudeZerosAndNonFiniteValues) {
   const QuantizedWeight w = quantize_weight(src.w, WeightFormat::kW4A16, pool);
   std::vector<float> col(static_cast<size_t>(n * k));
   for (int64_t j = 0; j < n; ++j) dequantize_row(w, j, col.data() + j * k);
-  // Row kinds: 0 groups of zeros, ~1e30, ~1e-30 and a spread over 2^±30; 1 every group ~1e-35 (below
-  // 2^-100, where the grids scale in two steps); 2 one NaN; 3 one Inf.
+  // Row kinds: 0 a group of zeros, then N(0, 1); 1 ~1e30; 2 ~1e-30 (the grids' largest exponent near
+  // -100, where their scaling goes to two steps); 3 spread over 2^±30 in every group; 4 ~1e-35; 5 between
+  // 2^-126 and 2^-121 (the grids' exponent held at -120); 6 one NaN; 7 one Inf.
+  constexpr int kKinds = 8;
   const auto fill = [&](int kind, float* x) {
     std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_real_distribution<float> unit(0.0f, 1.0f);
     for (int64_t kk = 0; kk < k; ++kk) {
-      const int64_t g = kk / 128;
-      float v = normal(rng);
-      if (kind == 0)
-        v = g == 0 ? 0.0f : g == 1 ? v * 1e30f : g == 2 ? v * 1e-30f : std::ldexp(v, int(kk % 61) - 30);
-      if (kind == 1) v *= 1e-35f;
-      x[kk] = v;
+      const float v = normal(rng);
+      const float away_from_zero = std::copysign(std::max(std::fabs(v), 0.01f), v);
+      switch (kind) {
+        case 0:
+          x[kk] = kk < 128 ? 0.0f : v;
+          break;
+        case 1:
+          x[kk] = v * 1e30f;
+          break;
+        case 2:
+          x[kk] = away_from_zero * 1e-30f;
+          break;
+        case 3:
+          x[kk] = std::ldexp(v, static_cast<int>(kk % 61) - 30);
+          break;
+        case 4:
+          x[kk] = away_from_zero * 1e-35f;
+          break;
+        case 5:
+          x[kk] = std::copysign(std::ldexp(0.5f + 0.5f * unit(rng), -120 - static_cast<int>(kk % 6)), v);
+          break;
+        default:
+          x[kk] = v;
+      }
     }
-    if (kind == 2) x[300] = NAN;
-    if (kind == 3) x[77] = INFINITY;
+    if (kind == 6) x[300] = NAN;
+    if (kind == 7) x[77] = INFINITY;
   };
   for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{5}}) {
-    for (int first = 0; first < 4; ++first) {
+    for (int first = 0; first < kKinds; ++first) {
       std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n), NAN), ref(y.size());
-      for (int64_t i = 0; i < m; ++i) fill(static_cast<int>((first + i) % 4), x.data() + i * k);
+      for (int64_t i = 0; i < m; ++i) fill(static_cast<int>((first + i) % kKinds), x.data() + i * k);
       body.fn(x.data(), m, w, y.data(), n, pool);
       gemm_ref(x.data(), m, w, ref.data(), n);
       for (int64_t i = 0; i < m; ++i) {
-        const int kind = static_cast<int>((first + i) % 4);
+        const int kind = static_cast<int>((first + i) % kKinds);
         const std::string where =
             std::string(body.name) + " m=" + std::to_string(m) + " row kind " + std::to_string(kind);
         double err = 0.0, scale = 0.0;
         for (int64_t j = 0; j < n; ++j) {
           const float got = y[i * n + j];
-          if (kind == 2) {
+          if (kind == 6) {
             ASSERT_TRUE(std::isnan(got)) << where << " n=" << j;
             continue;
           }
-          if (kind == 3) {
+          if (kind == 7) {
             ASSERT_FALSE(std::isfinite(got)) << where << " n=" << j;
             continue;
           }
@@ -279,7 +302,7 @@ TEST_P(W4A16BodyTest, GroupsOfExtremeMagnitudeZerosAndNonFiniteValues) {
           err += d * d;
           scale += abs_dot * abs_dot;
         }
-        if (kind < 2) {
+        if (kind < 6) {
           EXPECT_LE(err, kFloatNmse * scale) << where;
         }
       }
