@@ -1,8 +1,8 @@
-// AVX2 kernels of kW4A16 (w = q · scale + min per group of 128, activations rounded to bf16): one and
-// two rows (decode) in integers, on each group's bf16 activations split into two 16-bit grids (exact down
-// to 2^-22 of the group's largest);
-// per-group Σ x·q in f32 registers on tiles of up to 4 rows for 3 rows up to w4a16_f32_tiles_max_m; and
-// dequantized f32 panels (one 16-row block is exactly one panel of panel_avx2.h) for larger prefill.
+// AVX2 kernels of kW4A16 (w = q · scale + min per group of 128, activations rounded to bf16):
+//  - 1 and 2 rows (decode): integer products on each group's bf16 activations split into two 16-bit
+//    grids (exact down to 2^-22 of the group's largest);
+//  - 3 rows up to w4a16_f32_tiles_max_m: per-group Σ x·q in f32 registers on tiles of up to 4 rows;
+//  - more: dequantized f32 panels (one 16-row block is exactly one panel of panel_avx2.h).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -261,7 +261,8 @@ struct W4A16GridKernel {
     const auto* params = static_cast<const uint16_t*>(w.scales) + b0 * groups * 2 * kBlockRows;
     alignas(32) float out[MR][kBlockRows] = {};
     for (int64_t g = 0; g < groups; ++g) {
-      // Two rows at a time; a group's 1 KiB of weights is read again from L1 for rows 2 and 3.
+      // Two rows at a time; a group's 1 KiB of weights is read again from L1 for rows 2 and 3. (Tiles of 3
+      // and 4 rows exist for run_tiles' tables only: gemm_w4a16_avx2 sends at most kW4A16Avx2GridMaxM rows.)
       if constexpr (MR == 1) {
         group_rows<1>(c, wq, params, m0, g, true, out);
       } else {
