@@ -5,10 +5,11 @@
 //  - kInt8 uses the sign trick: |x| (unsigned, <= 127) times w with x's sign moved onto it (vpsignb), so
 //    each pair is at most 2 · 127 · 127 = 32258 and never saturates;
 //  - kW4A8 puts the weight nibble (0..15) on the unsigned side: pairs are at most 2 · 15 · 127.
-// vpmaddwd by ones widens the pairs to s32. On CPUs with AVX-VNNI (Alder Lake and later client cores,
-// Sierra Forest, Zen 5) the same tiles use its vpdpbusd on ymm instead, as the AVX-512 tiles do: u8 x s8,
-// four products summed into s32 without saturation, one instruction per 32 products where the above takes
-// four (kInt8) or five per 64 (kW4A8):
+// vpmaddwd by ones widens the pairs to s32: kInt8's at once, kW4A8's after 8 of them are summed in s16
+// (kS16Steps). On CPUs with AVX-VNNI (Alder Lake and later client cores, Sierra Forest, Zen 5) the same
+// tiles use its vpdpbusd on ymm instead, as the AVX-512 tiles do: u8 x s8, four products summed into s32
+// without saturation, one instruction per 32 products where the above takes four (kInt8) or 4.5 per 64
+// (kW4A8):
 //  - kInt8 feeds activations as q + 128 and subtracts 128 · Σ_k w[n, k] (the stored row sums);
 //  - kW4A8 feeds the nibbles as the unsigned operand, as above.
 // The f32 epilogues follow gemm_ref's order: results are bit-identical to it, with or without AVX-VNNI.
@@ -37,6 +38,15 @@ inline __m256i add32(__m256i acc, __m256i t) {
   __asm__("vpaddd %1, %0, %0" : "+x"(acc) : "x"(t));
   return acc;
 }
+
+// acc + t (s16 lanes, wrapping: the callers' sums cannot pass 32767). Through asm for the same reason.
+inline __m256i add16(__m256i acc, __m256i t) {
+  __asm__("vpaddw %1, %0, %0" : "+x"(acc) : "x"(t));
+  return acc;
+}
+
+// W4A8 without AVX-VNNI: steps of 8 k whose vpmaddubsw pair sums gather in s16 before one vpmaddwd.
+constexpr int64_t kS16Steps = 4;
 
 // Decode tiles stream each weight block once. Without help one core keeps too few of those misses in
 // flight (these GEMVs read at 35-52% of the measured bandwidth on an AMX Xeon), so each block's line is
@@ -162,41 +172,58 @@ struct W4A8Kernel {
       for (int v = 0; v < NV; ++v) facc[i][v] = _mm256_setzero_ps();
     }
     for (int64_t g = 0; g < groups; ++g) {
-      __m256i acc[MR][NV];
-      SPARK_UNROLL
-      for (int i = 0; i < MR; ++i) {
+      // Σ q·x of this group per row and lane, in s32. Without AVX-VNNI they wait in L1 between the s16
+      // runs below (16 registers hold those runs' sums, not both).
+      alignas(32) int32_t acc[MR][NV][8] = {};
+      // Without AVX-VNNI each lane's pair sums (at most 2 · 15 · 127 = 3810 each) gather in s16 over runs
+      // of kS16Steps steps of 8 k, 2 · kS16Steps of them (30480 < 32767: exact), before one vpmaddwd widens
+      // them: per 64 products 2 vpmaddubsw + 2 vpaddw + 1/2 of a vpmaddwd + vpaddd, where widening every
+      // step took 2 + 1 + 1 + 1. With AVX-VNNI vpdpbusd sums into s32: one run of the whole group.
+      constexpr int64_t kRun = kVnni ? kGroupSize / 8 : kS16Steps;
+      for (int64_t p0 = 0; p0 < kGroupSize / 8; p0 += kRun) {
+        __m256i run[MR][NV];
         SPARK_UNROLL
-        for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_si256();
-      }
-      for (int64_t p = 0; p < kGroupSize / 8; ++p) {
-        if constexpr (MR <= kDecodeMaxM) {
+        for (int i = 0; i < MR; ++i) {
           SPARK_UNROLL
-          for (int b = 0; b < NB; ++b)
-            prefetch_line(wq + b * bs * block_bytes +
-                          (g * (kGroupSize / 8) + p + kAvx2DecodePrefetchLines) * 64);
+          for (int v = 0; v < NV; ++v) run[i][v] = _mm256_setzero_si256();
         }
-        __m256i lo[NV], hi[NV];
-        SPARK_UNROLL
-        for (int v = 0; v < NV; ++v) {
-          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-              wq + (v / 2) * bs * block_bytes + (g * (kGroupSize / 8) + p) * 64 + (v % 2) * 32));
-          lo[v] = _mm256_and_si256(raw, low4);
-          hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        for (int64_t p = p0; p < p0 + kRun; ++p) {
+          if constexpr (MR <= kDecodeMaxM) {
+            SPARK_UNROLL
+            for (int b = 0; b < NB; ++b)
+              prefetch_line(wq + b * bs * block_bytes +
+                            (g * (kGroupSize / 8) + p + kAvx2DecodePrefetchLines) * 64);
+          }
+          __m256i lo[NV], hi[NV];
+          SPARK_UNROLL
+          for (int v = 0; v < NV; ++v) {
+            const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                wq + (v / 2) * bs * block_bytes + (g * (kGroupSize / 8) + p) * 64 + (v % 2) * 32));
+            lo[v] = _mm256_and_si256(raw, low4);
+            hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+          }
+          SPARK_UNROLL
+          for (int i = 0; i < MR; ++i) {
+            const int8_t* xp = xq + i * c.a->k_pad + g * kGroupSize + p * 8;
+            const __m256i x0 = broadcast4(xp), x1 = broadcast4(xp + 4);
+            SPARK_UNROLL
+            for (int v = 0; v < NV; ++v) {
+              if constexpr (kVnni) {
+                run[i][v] = dpbusd_vex(dpbusd_vex(run[i][v], lo[v], x0), hi[v], x1);
+              } else {
+                run[i][v] = add16(run[i][v], _mm256_maddubs_epi16(lo[v], x0));
+                run[i][v] = add16(run[i][v], _mm256_maddubs_epi16(hi[v], x1));
+              }
+            }
+          }
         }
         SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
-          const int8_t* xp = xq + i * c.a->k_pad + g * kGroupSize + p * 8;
-          const __m256i x0 = broadcast4(xp), x1 = broadcast4(xp + 4);
           SPARK_UNROLL
           for (int v = 0; v < NV; ++v) {
-            if constexpr (kVnni) {
-              acc[i][v] = dpbusd_vex(dpbusd_vex(acc[i][v], lo[v], x0), hi[v], x1);
-            } else {
-              // Two pair sums of at most 2 · 15 · 127 each still fit in s16.
-              const __m256i pairs =
-                  _mm256_add_epi16(_mm256_maddubs_epi16(lo[v], x0), _mm256_maddubs_epi16(hi[v], x1));
-              acc[i][v] = add32(acc[i][v], _mm256_madd_epi16(pairs, ones));
-            }
+            auto* a = reinterpret_cast<__m256i*>(acc[i][v]);
+            const __m256i sums = kVnni ? run[i][v] : _mm256_madd_epi16(run[i][v], ones);
+            _mm256_store_si256(a, _mm256_add_epi32(_mm256_load_si256(a), sums));
           }
         }
       }
@@ -206,7 +233,9 @@ struct W4A8Kernel {
             reinterpret_cast<const __m128i*>(sc + ((v / 2) * bs * groups + g) * kBlockRows + (v % 2) * 8)));
         SPARK_UNROLL
         for (int i = 0; i < MR; ++i) {
-          const __m256i corr = _mm256_sub_epi32(acc[i][v], _mm256_set1_epi32(8 * gsum[i * groups + g]));
+          const __m256i corr =
+              _mm256_sub_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(acc[i][v])),
+                               _mm256_set1_epi32(8 * gsum[i * groups + g]));
           facc[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), s, facc[i][v]);
         }
       }

@@ -415,35 +415,54 @@ TEST(GemmReference, W4A16RoundsActivationsToBf16) {
 
 // The reference's integer arithmetic is itself checked against f64 products of the dequantized operands:
 // it may only differ by f32 rounding. Operands are full range (every product ±127·127 for int8), the case
-// where vpmaddubsw without the sign trick saturates.
+// where vpmaddubsw without the sign trick saturates; then weights of one sign but the first of each group
+// (so W4A8 maps that one to -8, nibble 0, and the rest to +7, nibble 15) and the activations of a row all
+// +127 or all -127: the largest sums the W4A8 kernels' s16 runs are asked to hold.
 TEST(GemmReference, IntegerPathsEqualDequantizedProducts) {
   std::mt19937 rng(7);
   ThreadPool pool(2);
   const int64_t n = 48, k = 384, m = 5;
   std::bernoulli_distribution coin(0.5);
   for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kW4A8}) {
-    std::vector<float> wv(static_cast<size_t>(n * k)), x(static_cast<size_t>(m * k));
-    for (float& v : wv) v = coin(rng) ? 1.0f : -1.0f;  // every q is ±127 (int8) or -8/+7 (w4a8)
-    for (float& v : x) v = coin(rng) ? 2.0f : -2.0f;   // every activation q is ±127
-    const QuantizedWeight w = quantize_weight(FloatWeight{FloatDType::kF32, wv.data(), n, k}, format, pool);
-    std::vector<float> ref(static_cast<size_t>(m * n)), row(static_cast<size_t>(k));
-    gemm_ref(x.data(), m, w, ref.data(), n);
-    for (int64_t j = 0; j < n; ++j) {
-      dequantize_row(w, j, row.data());
-      for (int64_t i = 0; i < m; ++i) {
-        double want = 0.0;
-        for (int64_t kk = 0; kk < k; ++kk) want += static_cast<double>(x[i * k + kk]) * row[kk];
-        EXPECT_NEAR(ref[i * n + j], want, 1e-5 * std::fabs(want) + 1e-4) << weight_format_name(format);
+    for (bool one_sign : {false, true}) {
+      const std::string what = std::string(weight_format_name(format)) + (one_sign ? " one sign" : " mixed");
+      std::vector<float> wv(static_cast<size_t>(n * k)), x(static_cast<size_t>(m * k));
+      // Every q is ±127 (int8) or -8/+7 (w4a8).
+      for (size_t t = 0; t < wv.size(); ++t) {
+        if (one_sign)
+          wv[t] = static_cast<int64_t>(t) % k % kGroupSize == 0 ? -8.0f / 7.0f : 1.0f;
+        else
+          wv[t] = coin(rng) ? 1.0f : -1.0f;
       }
-    }
-    // And every tier the CPU has reproduces it exactly on these operands.
-    for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
-      if (!cpu_supports(isa)) continue;
+      // Every activation q is ±127; with one sign +127 in even rows and -127 in odd ones.
+      for (size_t t = 0; t < x.size(); ++t)
+        x[t] = (one_sign ? (t / static_cast<size_t>(k)) % 2 == 0 : coin(rng)) ? 2.0f : -2.0f;
+      const QuantizedWeight w = quantize_weight(FloatWeight{FloatDType::kF32, wv.data(), n, k}, format, pool);
+      std::vector<float> ref(static_cast<size_t>(m * n)), row(static_cast<size_t>(k));
+      gemm_ref(x.data(), m, w, ref.data(), n);
+      for (int64_t j = 0; j < n; ++j) {
+        dequantize_row(w, j, row.data());
+        for (int64_t i = 0; i < m; ++i) {
+          double want = 0.0;
+          for (int64_t kk = 0; kk < k; ++kk) want += static_cast<double>(x[i * k + kk]) * row[kk];
+          EXPECT_NEAR(ref[i * n + j], want, 1e-5 * std::fabs(want) + 1e-4) << what;
+        }
+      }
+      // And every tier the CPU has, and every integer body it can run, reproduces it exactly on these
+      // operands (one row: the decode tiles; five: the prefill tiles and a one-row rest).
       for (int64_t rows : {int64_t{1}, m}) {
-        std::vector<float> y(static_cast<size_t>(rows * n), NAN);
-        gemm_at(isa, x.data(), rows, w, y.data(), n, pool);
-        for (int64_t t = 0; t < rows * n; ++t)
-          ASSERT_EQ(y[t], ref[t]) << isa_name(isa) << " " << weight_format_name(format);
+        for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+          if (!cpu_supports(isa)) continue;
+          std::vector<float> y(static_cast<size_t>(rows * n), NAN);
+          gemm_at(isa, x.data(), rows, w, y.data(), n, pool);
+          for (int64_t t = 0; t < rows * n; ++t) ASSERT_EQ(y[t], ref[t]) << isa_name(isa) << " " << what;
+        }
+        for (const IntegerBody& body : kIntegerBodies) {
+          if (body.format != format || !body.available()) continue;
+          std::vector<float> y(static_cast<size_t>(rows * n), NAN);
+          body.fn(x.data(), rows, w, y.data(), n, pool);
+          for (int64_t t = 0; t < rows * n; ++t) ASSERT_EQ(y[t], ref[t]) << body.name << " " << what;
+        }
       }
     }
   }
