@@ -104,6 +104,31 @@ inline void scores_group(const float* qt, int64_t nqp, int hd, const E* const* k
   for (; j < n; ++j) scores_kernel<V, QV, 1>(qt, nqp, hd, kp + j, st + j * nqp);
 }
 
+// A K or V vector as the kernels multiply it: fp8 codes are read as value x 2^-8 (one multiply fewer per
+// vector) and the other operand carries the 2^8 (kFp8Fold): the decode scores' queries, every softmax
+// weight P before the values. Both scalings are exact powers of two and each product goes into an FMA
+// unrounded, so every sum is bit for bit the one of the unscaled values.
+template <class V, class E>
+inline typename V::R load_folded(const E* p) {
+  if constexpr (std::is_same_v<E, uint8_t>) {
+    return V::load_fp8_over_256(p);
+  } else {
+    return V::load(p);
+  }
+}
+template <class E>
+constexpr float kFp8Fold = std::is_same_v<E, uint8_t> ? 256.0f : 1.0f;
+
+// P's stored form: P x kFp8Fold (exact), for values read by load_folded.
+template <class V, class E>
+inline typename V::R fold_weights(typename V::R p) {
+  if constexpr (std::is_same_v<E, uint8_t>) {
+    return V::mul(p, V::set1(kFp8Fold<E>));
+  } else {
+    return p;
+  }
+}
+
 // A decode task (one row: nq = group queries, fewer than a vector's lanes) forms each score as a dot
 // product over head_dim instead, so no lanes idle: St[key][q] = sum_d Q[q][d] * K[key][d] with two
 // partial sums per (query, key) (even and odd vectors of d) and one horizontal add. Blocked over NK keys
@@ -122,7 +147,7 @@ inline void dot_kernel(const float* qr, int hd, const E* const* kp, float* st, i
   int d = 0;
   for (; d + 2 * V::L <= hd; d += 2 * V::L) {
     for (int u = 0; u < NK; ++u) {
-      const typename V::R k0 = V::load(kp[u] + d), k1 = V::load(kp[u] + d + V::L);
+      const typename V::R k0 = load_folded<V>(kp[u] + d), k1 = load_folded<V>(kp[u] + d + V::L);
       for (int q = 0; q < NQ; ++q) {
         a0[u][q] = V::fma(V::load(qr + q * hd + d), k0, a0[u][q]);
         a1[u][q] = V::fma(V::load(qr + q * hd + d + V::L), k1, a1[u][q]);
@@ -131,7 +156,7 @@ inline void dot_kernel(const float* qr, int hd, const E* const* kp, float* st, i
   }
   if (d < hd) {
     for (int u = 0; u < NK; ++u) {
-      const typename V::R k0 = V::load(kp[u] + d);
+      const typename V::R k0 = load_folded<V>(kp[u] + d);
       for (int q = 0; q < NQ; ++q) a0[u][q] = V::fma(V::load(qr + q * hd + d), k0, a0[u][q]);
     }
   }
@@ -170,19 +195,6 @@ inline void scores_dot(const float* qr, int nq, int hd, const E* const* kp, int6
   }
 }
 
-// A K vector for the packed scores: fp8 codes are read as value x 2^-8 and the queries carry the 2^8
-// (kPackedKeyScale; both scalings are exact, so every product and sum is the one of the unscaled values).
-template <class V, class E>
-inline typename V::R load_key(const E* p) {
-  if constexpr (std::is_same_v<E, uint8_t>) {
-    return V::load_fp8_over_256(p);
-  } else {
-    return V::load(p);
-  }
-}
-template <class E>
-constexpr float kPackedKeyScale = std::is_same_v<E, uint8_t> ? 256.0f : 1.0f;
-
 // On the AVX-512 body, a decode task whose queries fill a vector evenly (2 to 16 of them; the 1.7B and 4B
 // shapes have 4: 4 keys to a vector) keeps its scores packed, St[key][q] with stride nq. The L sums of
 // NK keys x NQ queries leave the dot products as one vector (V::sum_lanes: one transposing reduction for
@@ -197,7 +209,7 @@ inline void dot_packed_kernel(const float* qr, int hd, const E* const* kp, float
     typename V::R qv[NQ];
     for (int q = 0; q < NQ; ++q) qv[q] = V::load(qr + q * hd + d);
     for (int u = 0; u < NK; ++u) {
-      const typename V::R k = load_key<V>(kp[u] + d);
+      const typename V::R k = load_folded<V>(kp[u] + d);
       for (int q = 0; q < NQ; ++q) acc[u * NQ + q] = V::fma(qv[q], k, acc[u * NQ + q]);
     }
   }
@@ -258,7 +270,7 @@ inline void scores_packed(const float* qr, int nq, int hd, const E** kp, int64_t
 // The online softmax step of a packed block (St: nv vectors, lane i holding query i % nq). Every per-query
 // value (m, l, alpha) is kept repeated across the lanes, and the max and sum over the block fold the lanes
 // of each query together (exact for the max; lanes 0 .. nq-1 are the ones read).
-template <class V>
+template <class V, class E>
 inline void softmax_packed(float* st, int64_t nv, int nq, float* m, float* l, float* alpha) {
   const typename V::R m_old = V::load(m);
   typename V::R mb = m_old;
@@ -267,7 +279,7 @@ inline void softmax_packed(float* st, int64_t nv, int nq, float* m, float* l, fl
   typename V::R sum = V::zero();
   for (int64_t v = 0; v < nv; ++v) {
     const typename V::R p = V::exp(V::sub(V::load(st + v * V::L), mb));
-    V::store(st + v * V::L, p);
+    V::store(st + v * V::L, fold_weights<V, E>(p));
     sum = V::add(sum, p);
   }
   for (int s = V::L / 2; s >= nq; s /= 2) sum = V::add(sum, V::rotate(sum, s));
@@ -290,7 +302,7 @@ inline void values_kernel(float* o, int hd, const float* alpha, const float* st,
   for (int64_t j = 0; j < n; ++j) {
     if (j < pf_n) prefetch_elements<V>(pf[j] + voff, DV * V::L);
     typename V::R x[DV];
-    for (int v = 0; v < DV; ++v) x[v] = V::load(vp[j] + voff + v * V::L);
+    for (int v = 0; v < DV; ++v) x[v] = load_folded<V>(vp[j] + voff + v * V::L);
     for (int a = 0; a < NQ; ++a) {
       const typename V::R p = V::set1(st[j * nqp + q0 + a]);
       for (int v = 0; v < DV; ++v) acc[a][v] = V::fma(p, x[v], acc[a][v]);
@@ -301,7 +313,8 @@ inline void values_kernel(float* o, int hd, const float* alpha, const float* st,
   }
 }
 
-// With 32 registers: 6 queries x 4 vectors of d (24 accumulators), else 2 x DV; tails of 4, 2, 1 queries.
+// With 32 registers: 6 queries x 4 vectors of d (24 accumulators); with 16 and DV <= 2, 4 x DV; else
+// 2 x DV; tails of 4, 2, 1 queries.
 // Each output element is one chain (alpha scaling, then FMAs over keys in order) whatever the blocking.
 // With `pack` (a tile of many queries, which passes over the block's V columns once per query group),
 // each DV*L-wide column slice of the block is first copied into one contiguous buffer: cache rows are
@@ -325,6 +338,10 @@ inline void values_queries(float* o, int hd, const float* alpha, const float* st
     for (; q + 4 <= nq; q += 4)
       values_kernel<V, DV, 4>(o, hd, alpha, st, nqp, q, rows, n, d0, voff, pf, next());
   }
+  if constexpr (V::kRegs < 32 && DV <= 2) {  // 8 accumulators, 2 widened vectors, 1 broadcast
+    for (; q + 4 <= nq; q += 4)
+      values_kernel<V, DV, 4>(o, hd, alpha, st, nqp, q, rows, n, d0, voff, pf, next());
+  }
   for (; q + 2 <= nq; q += 2)
     values_kernel<V, DV, 2>(o, hd, alpha, st, nqp, q, rows, n, d0, voff, pf, next());
   for (; q < nq; ++q) values_kernel<V, DV, 1>(o, hd, alpha, st, nqp, q, rows, n, d0, voff, pf, next());
@@ -337,9 +354,11 @@ inline void values_all(float* o, int hd, const float* alpha, const float* st, in
   constexpr int kW = DV * V::L;
   for (int d0 = 0; d0 < hd; d0 += kW) {
     if (pack != nullptr) {
-      // The packed slice holds f32 (bf16 and fp8 rows are widened once here, not once per query group).
+      // The packed slice holds f32 (bf16 and fp8 rows are widened once here, not once per query group;
+      // fp8 as value x 2^-8, load_folded).
       for (int64_t j = 0; j < n; ++j) {
-        for (int v = 0; v < DV; ++v) V::store(pack + j * kW + v * V::L, V::load(vp[j] + d0 + v * V::L));
+        for (int v = 0; v < DV; ++v)
+          V::store(pack + j * kW + v * V::L, load_folded<V>(vp[j] + d0 + v * V::L));
         pack_rows[j] = pack + j * kW;
       }
       values_queries<V, DV>(o, hd, alpha, st, nqp, nq, pack_rows, n, d0, 0,
@@ -391,7 +410,7 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
       const int64_t qi = r * group + g;
       for (int d = 0; d < hd; ++d) {
         if (dot_form) {
-          qr[static_cast<size_t>(qi * hd + d)] = q[d] * sh.scale * (packed ? kPackedKeyScale<E> : 1.0f);
+          qr[static_cast<size_t>(qi * hd + d)] = q[d] * sh.scale * kFp8Fold<E>;
         } else {
           qt[static_cast<size_t>(d * nqp + qi)] = q[d] * sh.scale;
         }
@@ -463,7 +482,7 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
     }
     if constexpr (kPackedDecode<V>) {
       if (packed)
-        softmax_packed<V>(st.data(), packed_vectors<V>(nq, n), nq, m.data(), l.data(), alpha.data());
+        softmax_packed<V, E>(st.data(), packed_vectors<V>(nq, n), nq, m.data(), l.data(), alpha.data());
     }
     for (int64_t c = 0; c < (packed ? 0 : nqp); c += V::L) {
       const typename V::R m_old = V::load(m.data() + c);
@@ -472,7 +491,7 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
       typename V::R sum = V::zero();
       for (int64_t j = 0; j < n; ++j) {
         const typename V::R p = V::exp(V::sub(V::load(st.data() + j * nqp + c), mb));
-        V::store(st.data() + j * nqp + c, p);
+        V::store(st.data() + j * nqp + c, fold_weights<V, E>(p));
         sum = V::add(sum, p);
       }
       const typename V::R a = V::exp(V::sub(m_old, mb));
@@ -482,6 +501,11 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
     }
     if (V::kRegs >= 32 && (hd / V::L) % 4 == 0) {
       values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), sts, nq, cv, n, pk, pk_rows, nv, next_n);
+    } else if (V::kRegs < 32 && !std::is_same_v<E, float> && (hd / V::L) % 2 == 0) {
+      // 16 registers and bf16 / fp8 rows: 4 queries x 2 vectors of d (values_queries), so each V element
+      // is widened once for the 1.7B's 4 queries per KV head, where 2 x 8 widened it twice (and held 25
+      // vectors). f32 rows keep 2 x 8 (measured no faster this way: they are only loaded).
+      values_all<V, 2>(o.data(), hd, alpha.data(), st.data(), sts, nq, cv, n, pk, pk_rows, nv, next_n);
     } else if ((hd / V::L) % 8 == 0) {
       values_all<V, 8>(o.data(), hd, alpha.data(), st.data(), sts, nq, cv, n, pk, pk_rows, nv, next_n);
     } else if ((hd / V::L) % 4 == 0) {
