@@ -898,13 +898,28 @@ int run(const BenchOptions& o) {
           return rate;
         };
         std::vector<double> rates[2], per_seq[2], sampling[2];
+        // --profile: where the engine's steps spend their wall time over the timed repetitions of mode 0,
+        // prefill chunks and decode steps together (the engine thread runs every forward; the tap is set
+        // and removed between runs, while no request is in flight).
+        std::optional<bench::StepProfile> conc_profile;
+        if (o.profile) conc_profile.emplace(*model);
+        struct TapRemover {
+          SparkModel& model;
+          ~TapRemover() { model.set_activation_tap(nullptr); }
+        } tap_remover{*model};
         for (int r = 0; r <= o.reps; ++r) {
           std::vector<std::vector<int32_t>> prompts;
           for (int i = 0; i < n; ++i) prompts.push_back(random_tokens(o.conc_prompt, cfg.vocab_size, rng));
           for (int k = 0; k < modes; ++k) {
             const int m = r % 2 == 1 ? modes - 1 - k : k;
             double tokens = 0, share = 0;
+            const bool profiled = conc_profile && r > 0 && m == 0;
+            if (profiled) {
+              model->set_activation_tap(conc_profile->tap());
+              conc_profile->restart_clock();
+            }
             const double rate = once(prompts, m, tokens, share);
+            if (profiled) model->set_activation_tap(nullptr);
             progress(name + mode_label[m] + " t=" + std::to_string(threads) +
                      (r == 0 ? " warm-up" : " rep " + std::to_string(r) + "/" + std::to_string(o.reps)) +
                      ": " + std::to_string(rate) + " t/s");
@@ -913,6 +928,13 @@ int run(const BenchOptions& o) {
             per_seq[m].push_back(tokens);
             sampling[m].push_back(share);
           }
+        }
+        if (conc_profile) {
+          profile_tables.push_back(
+              conc_profile->table("engine step profile: " + name + mode_label[0] + ", " + kernel_path + ", " +
+                                  std::to_string(threads) + " threads, " + std::to_string(o.conc_prompt) +
+                                  "-token prompts and " + std::to_string(o.conc_gen) +
+                                  " new tokens a sequence (prefill chunks and decode steps together)"));
         }
         for (int m = 0; m < modes; ++m) {
           BenchRow row = base;
@@ -1098,7 +1120,8 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", o.profile,
                "After each tgN row, where a decode step's wall time goes: each stage of the model (norms, "
                "projections, attention, ...) per step, over the timed repetitions (the stages are timed "
-               "between the model's activation taps, 13 a layer)");
+               "between the model's activation taps, 13 a layer); after each concurrency run, the same for "
+               "the engine's steps");
   std::string sessions = "1";
   app.add_option(
          "--shared-prefix", o.shared_prefix,
