@@ -19,9 +19,8 @@ struct V256 {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
-  // 8 FP8 E4M3 values widened to f32 exactly (how: tile.h, widen(uint8_t)).
-  static R load(const uint8_t* p) { return _mm256_mul_ps(load_fp8_over_256(p), _mm256_set1_ps(256.0f)); }
-  // The same codes' values x 2^-8 (the f16 before the scaling), for callers that fold the 2^8 elsewhere.
+  // 8 FP8 E4M3 values x 2^-8, widened to f32 exactly (how: tile.h, widen(uint8_t)); the kernels carry the
+  // 2^8 in the other operand (tile.h, load_folded).
   static R load_fp8_over_256(const uint8_t* p) {
     const __m128i c = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     return _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(c, 7), _mm_set1_epi16(static_cast<short>(0xbfff))));

@@ -19,9 +19,8 @@ struct V512 {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
-  // 16 FP8 E4M3 values widened to f32 exactly (how: tile.h, widen(uint8_t)).
-  static R load(const uint8_t* p) { return _mm512_mul_ps(load_fp8_over_256(p), _mm512_set1_ps(256.0f)); }
-  // The same codes' values x 2^-8 (the f16 before the scaling), for callers that fold the 2^8 elsewhere.
+  // 16 FP8 E4M3 values x 2^-8, widened to f32 exactly (how: tile.h, widen(uint8_t)); the kernels carry the
+  // 2^8 in the other operand (tile.h, load_folded).
   static R load_fp8_over_256(const uint8_t* p) {
     const __m256i c = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm512_cvtph_ps(

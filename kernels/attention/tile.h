@@ -63,8 +63,9 @@ inline float widen(uint16_t x) {
 // FP8 E4M3 (uint8_t): the vector loads widen a code c as the f16 whose bits are (sign-extended c << 7)
 // with bit 14 cleared: sign at bit 15, the 4 exponent bits at 10-13, the 3 mantissa bits at 7-9. That
 // f16 is the code's value times 2^-8 (its exponent bias is 15, not 7; subnormals line up the same way),
-// so F16C widens it exactly and a multiply by 2^8 gives the value. The NaN codes (never stored: K/V are
-// finite) come out as +-480 that way; the scalar reference reads them as NaN.
+// so F16C widens it exactly; the kernels leave it at that and carry the 2^8 in the other operand
+// (load_folded). The NaN codes (never stored: K/V are finite) come out as +-480 that way; the scalar
+// reference reads them as NaN.
 inline float widen(uint8_t x) {
   return kFp8E4M3Values[x];
 }

@@ -47,6 +47,8 @@ inline __m256i add16(__m256i acc, __m256i t) {
 
 // W4A8 without AVX-VNNI: steps of 8 k whose vpmaddubsw pair sums gather in s16 before one vpmaddwd.
 constexpr int64_t kS16Steps = 4;
+static_assert((kGroupSize / 8) % kS16Steps == 0, "runs of s16 sums end at a group's end");
+static_assert(2 * kS16Steps * 2 * 15 * 128 <= 32767, "a run's s16 sums cannot wrap (|activation| <= 128)");
 
 // Decode tiles stream each weight block once. Without help one core keeps too few of those misses in
 // flight (these GEMVs read at 35-52% of the measured bandwidth on an AMX Xeon), so each block's line is

@@ -427,7 +427,7 @@ TEST(GemmReference, IntegerPathsEqualDequantizedProducts) {
     for (bool one_sign : {false, true}) {
       const std::string what = std::string(weight_format_name(format)) + (one_sign ? " one sign" : " mixed");
       std::vector<float> wv(static_cast<size_t>(n * k)), x(static_cast<size_t>(m * k));
-      // Every q is ±127 (int8) or -8/+7 (w4a8).
+      // Mixed: every q is ±127 (int8) or -8/+7 (w4a8). One sign: W4A8 nibbles 15 and one 0 a group.
       for (size_t t = 0; t < wv.size(); ++t) {
         if (one_sign)
           wv[t] = static_cast<int64_t>(t) % k % kGroupSize == 0 ? -8.0f / 7.0f : 1.0f;
