@@ -853,6 +853,16 @@ int run(const BenchOptions& o) {
         const int64_t seq_pages = kv_pool.ring_pages() + (o.conc_prompt + o.conc_gen + 15) / 16 + 1;
         eo.kv_cache_memory_bytes = n * seq_pages * kv_pool.page_bytes();
         eo.kv_cache_dtype = o.kv_cache_dtype;
+        // --profile: where the engine's steps spend their wall time over the timed repetitions of mode 0,
+        // prefill chunks and decode steps together. The engine thread runs every forward; the tap is set
+        // and removed between runs, while no request is in flight. Declared before the engine, so that on
+        // an error the engine's thread is joined (~Engine) before the tap is removed and the profile dies.
+        std::optional<bench::StepProfile> conc_profile;
+        if (o.profile) conc_profile.emplace(*model);
+        struct TapRemover {
+          SparkModel& model;
+          ~TapRemover() { model.set_activation_tap(nullptr); }
+        } tap_remover{*model};
         Engine engine(model, eo);
         const std::string name = "conc" + std::to_string(n);
         // One run: its tokens/s, tokens per sequence and the sampling phase's share of the steps' wall time.
@@ -898,15 +908,6 @@ int run(const BenchOptions& o) {
           return rate;
         };
         std::vector<double> rates[2], per_seq[2], sampling[2];
-        // --profile: where the engine's steps spend their wall time over the timed repetitions of mode 0,
-        // prefill chunks and decode steps together (the engine thread runs every forward; the tap is set
-        // and removed between runs, while no request is in flight).
-        std::optional<bench::StepProfile> conc_profile;
-        if (o.profile) conc_profile.emplace(*model);
-        struct TapRemover {
-          SparkModel& model;
-          ~TapRemover() { model.set_activation_tap(nullptr); }
-        } tap_remover{*model};
         for (int r = 0; r <= o.reps; ++r) {
           std::vector<std::vector<int32_t>> prompts;
           for (int i = 0; i < n; ++i) prompts.push_back(random_tokens(o.conc_prompt, cfg.vocab_size, rng));

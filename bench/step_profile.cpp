@@ -74,6 +74,8 @@ void StepProfile::reset() {
   for (Section& s : sections_) {
     s.seconds = 0;
     s.calls = 0;
+    s.steps_run = 0;
+    s.last_step = -1;
   }
   steps_ = 0;
   last_ = Clock::now();
@@ -99,9 +101,14 @@ void StepProfile::record(const std::string& name) {
     sections_.push_back(Section{name});
     stage = &stages_.back();
   }
-  sections_[stage->section].seconds += seconds;
-  if (stage->counts) ++sections_[stage->section].calls;
   if (name == "embed") ++steps_;  // once per forward()
+  Section& section = sections_[stage->section];
+  section.seconds += seconds;
+  if (stage->counts) ++section.calls;
+  if (section.last_step != steps_) {
+    section.last_step = steps_;
+    ++section.steps_run;
+  }
 }
 
 std::string StepProfile::table(const std::string& title) const {
@@ -115,8 +122,10 @@ std::string StepProfile::table(const std::string& title) const {
   for (const Section& s : sections_) {
     if (s.calls == 0 && s.seconds == 0) continue;
     char rate[32] = "";
+    // Its weights are read once a step it ran in.
     if (s.weight_bytes > 0 && s.seconds > 0)
-      std::snprintf(rate, sizeof rate, "%.1f", static_cast<double>(s.weight_bytes) * steps / s.seconds / 1e9);
+      std::snprintf(rate, sizeof rate, "%.1f",
+                    static_cast<double>(s.weight_bytes) * static_cast<double>(s.steps_run) / s.seconds / 1e9);
     std::snprintf(buf, sizeof buf, "| %s | %.4g | %.1f | %.1f%% | %s |\n", s.label.c_str(),
                   static_cast<double>(s.calls) / steps, s.seconds / steps * 1e6,
                   total > 0 ? 100.0 * s.seconds / total : 0.0, rate);

@@ -37,6 +37,8 @@ class StepProfile {
     double seconds = 0;
     int64_t calls = 0;
     int64_t weight_bytes = 0;  // what the section's projections read per step, all layers (0: none)
+    int64_t steps_run = 0;     // steps it ran in (a forward without logits rows ends before the head)
+    int64_t last_step = -1;
   };
   void record(const std::string& name);
 
