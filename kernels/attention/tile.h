@@ -502,10 +502,11 @@ void run_item(const AttentionShape& sh, const AttentionTask& t, const Item& it, 
     }
     if (V::kRegs >= 32 && (hd / V::L) % 4 == 0) {
       values_all<V, 4>(o.data(), hd, alpha.data(), st.data(), sts, nq, cv, n, pk, pk_rows, nv, next_n);
-    } else if (V::kRegs < 32 && !std::is_same_v<E, float> && (hd / V::L) % 2 == 0) {
-      // 16 registers and bf16 / fp8 rows: 4 queries x 2 vectors of d (values_queries), so each V element
-      // is widened once for the 1.7B's 4 queries per KV head, where 2 x 8 widened it twice (and held 25
-      // vectors). f32 rows keep 2 x 8 (measured no faster this way: they are only loaded).
+    } else if (V::kRegs < 32 && (!std::is_same_v<E, float> || !dot_form) && (hd / V::L) % 2 == 0) {
+      // 16 registers: 4 queries x 2 vectors of d (values_queries, 11 live vectors), where 2 x 8 held 25
+      // and widened each bf16 / fp8 V element twice for the 1.7B's 4 queries per KV head. A decode row on
+      // f32 rows keeps 2 x 8 (2-3% faster there: its rows are only loaded); prefill tiles on f32 rows run
+      // 4 x 2 over the packed slice (1.1-1.3x at 512 rows).
       values_all<V, 2>(o.data(), hd, alpha.data(), st.data(), sts, nq, cv, n, pk, pk_rows, nv, next_n);
     } else if ((hd / V::L) % 8 == 0) {
       values_all<V, 8>(o.data(), hd, alpha.data(), st.data(), sts, nq, cv, n, pk, pk_rows, nv, next_n);
