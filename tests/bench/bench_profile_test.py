@@ -3,7 +3,8 @@
 where a decode step's time goes, with every stage of the model once per layer (the residual adds twice),
 the timed repetitions' steps counted, shares adding up to the whole step, and a read rate for exactly the
 projections. With -o json the tables go to stderr and stdout stays one JSON document; with md they follow
-the rows on stdout."""
+the rows on stdout. With --concurrency, one more table per concurrency count: the engine's steps over the
+timed repetition."""
 import json
 import os
 import re
@@ -34,7 +35,7 @@ SECTIONS = [  # (label, calls per step, reads projection weights)
 def tables(text):
     """{title: (steps, [(label, calls, us, share, rate)], whole_us)} for each profile table in text."""
     found = {}
-    for m in re.finditer(r"^decode step profile: (.+) \((\d+) steps\)\n\n((?:\|.*\n)+)", text, re.M):
+    for m in re.finditer(r"^(?:decode|engine) step profile: (.+) \((\d+) steps\)\n\n((?:\|.*\n)+)", text, re.M):
         rows, whole = [], None
         for line in m.group(3).splitlines()[2:]:
             cells = [c.strip() for c in line.strip("|").split("|")]
@@ -84,6 +85,25 @@ def main():
         check(whole is not None and 0.8 * fastest <= whole <= 1.25 * slowest,
               f"{title}: whole step {whole} us, repetitions {fastest:.1f}-{slowest:.1f} us a step")
 
+    # The engine's steps: 3 sequences of 8 prompt tokens and 4 new ones, one timed repetition. Every step
+    # computes logits (the prompts fit one step), so every section runs once a step as in decode.
+    conc = [os.path.join(args.bin_dir, "spark-bench"), "-m", model, "-t", "2", "-p", "0", "-n", "0", "-r", "1",
+            "--concurrency", "3", "--conc-prompt", "8", "--conc-gen", "4", "--profile", "-o", "json"]
+    out = subprocess.run(conc, check=True, capture_output=True, text=True)
+    check([r["test"] for r in json.loads(out.stdout)] == ["conc3"], "conc json rows")
+    found = tables(out.stderr)
+    title = next(iter(found), "")
+    check(len(found) == 1 and title.startswith("conc3, ") and "8-token prompts and 4 new tokens" in title,
+          f"engine profile tables: {sorted(found)}")
+    for steps, sections, whole in found.values():
+        # At least the prefill step and 3 decode steps; at most one step a token (no batching at all).
+        check(4 <= steps <= 3 * 4, f"engine profile: {steps} steps")
+        check([s[0] for s in sections] == [s[0] for s in SECTIONS], f"engine profile: sections {sections}")
+        for (label, calls, us, share, rate), (_, want_calls, reads) in zip(sections, SECTIONS):
+            check(calls == want_calls, f"engine profile: {label} {calls} calls per step, expected {want_calls}")
+            check((rate is not None and rate > 0) == reads, f"engine profile: {label} read rate {rate}")
+        check(abs(sum(s[3] for s in sections) - 100) <= 0.1 * len(sections), "engine profile: shares")
+
     md = subprocess.run(bench, check=True, capture_output=True, text=True)
     check(len(tables(md.stdout)) == 2, "md: the two profile tables on stdout")
     check(md.stdout.index("| tg6 @ d20 |") < md.stdout.index("decode step profile"), "md: tables after the rows")
@@ -92,7 +112,7 @@ def main():
         print("\n".join(failures))
         print(out.stderr)
         sys.exit(1)
-    print("bench --profile: 2 tables, sections and calls per step as expected")
+    print("bench --profile: 2 decode tables and 1 engine table, sections and calls per step as expected")
 
 
 if __name__ == "__main__":
